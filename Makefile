@@ -1,0 +1,62 @@
+# feval build, test, demo and benchmarks. Needs only Go; everything else is
+# installed into ./bin (Go tools) or from Debian (system packages) on first use.
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+export GOTOOLCHAIN := local
+export PATH := $(BIN):$(PATH)
+
+REGISTRY_VERSION := v3.1.2
+ORAS_VERSION     := v1.3.6
+COSIGN_VERSION   := v3.1.3
+
+FEVAL := $(BIN)/feval
+TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
+
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps
+
+all: build
+
+build: $(FEVAL)
+
+$(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
+	$(GO) build -o $@ ./cmd/feval
+
+tools: $(TOOLS)
+
+$(BIN)/registry:
+	GOBIN=$(BIN) $(GO) install github.com/distribution/distribution/v3/cmd/registry@$(REGISTRY_VERSION)
+
+$(BIN)/oras:
+	GOBIN=$(BIN) $(GO) install oras.land/oras/cmd/oras@$(ORAS_VERSION)
+
+$(BIN)/cosign:
+	GOBIN=$(BIN) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
+
+# System packages from Debian that tests and the demo use.
+debian-deps:
+	@need=""; \
+	[ -x /usr/bin/python3 ] || need="$$need python3"; \
+	if [ -n "$$need" ]; then \
+	  echo "installing Debian packages:$$need"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
+	fi
+
+# Every test: unit, conformance against a real registry, CLI scripts, interop
+# with oras and cosign. The tests start and stop their own registry.
+test: build tools debian-deps
+	$(GO) vet ./...
+	$(GO) test -race -timeout 30m ./...
+
+# The main job end to end on the embedded local store.
+demo: build tools
+	./scripts/demo.sh
+
+bench: build tools debian-deps
+	./scripts/bench.sh
+
+fuzz:
+	./scripts/fuzz.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,225 @@
+package bundle
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxRecordSize bounds any record feval parses from an untrusted source.
+const MaxRecordSize = 4 << 20
+
+// ErrNotCanonical reports bytes that are valid JSON but not in canonical form.
+var ErrNotCanonical = errors.New("not canonical JSON")
+
+// Canonical encodes v as canonical JSON: object keys sorted by their UTF-16 code
+// units (RFC 8785), no insignificant whitespace, strings escaped minimally, and
+// integers only. Any non-integer number is an error, so no float can reach a signed
+// record. Canonical(Decode(Canonical(v))) == Canonical(v).
+func Canonical(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return Canonicalize(raw)
+}
+
+// Canonicalize re-encodes arbitrary JSON bytes in canonical form. It rejects
+// duplicate keys, non-integer numbers, invalid UTF-8 and trailing data.
+func Canonicalize(raw []byte) ([]byte, error) {
+	if len(raw) > MaxRecordSize {
+		return nil, fmt.Errorf("record of %d bytes exceeds the %d byte limit", len(raw), MaxRecordSize)
+	}
+	if !utf8.Valid(raw) {
+		return nil, errors.New("record is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var buf bytes.Buffer
+	if err := canonValue(dec, &buf, 0); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after JSON value")
+	}
+	return buf.Bytes(), nil
+}
+
+// ParseCanonical checks that raw is exactly the canonical encoding of its content
+// and decodes it into v with unknown fields rejected. It is how feval reads every
+// record it did not just write.
+func ParseCanonical(raw []byte, v any) error {
+	c, err := Canonicalize(raw)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(c, raw) {
+		return ErrNotCanonical
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+const maxDepth = 64
+
+func canonValue(dec *json.Decoder, w *bytes.Buffer, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("JSON nested deeper than %d levels", maxDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			return canonObject(dec, w, depth)
+		case '[':
+			w.WriteByte('[')
+			for i := 0; dec.More(); i++ {
+				if i > 0 {
+					w.WriteByte(',')
+				}
+				if err := canonValue(dec, w, depth+1); err != nil {
+					return err
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+			w.WriteByte(']')
+			return nil
+		}
+		return fmt.Errorf("unexpected %q", t)
+	case string:
+		writeString(w, t)
+	case json.Number:
+		n, err := canonInteger(string(t))
+		if err != nil {
+			return err
+		}
+		w.WriteString(n)
+	case bool:
+		w.WriteString(strconv.FormatBool(t))
+	case nil:
+		w.WriteString("null")
+	}
+	return nil
+}
+
+func canonObject(dec *json.Decoder, w *bytes.Buffer, depth int) error {
+	type member struct {
+		key string
+		val []byte
+	}
+	var members []member
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("duplicate key %q", key)
+		}
+		seen[key] = true
+		var vb bytes.Buffer
+		if err := canonValue(dec, &vb, depth+1); err != nil {
+			return err
+		}
+		members = append(members, member{key, vb.Bytes()})
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	sort.Slice(members, func(i, j int) bool { return lessUTF16(members[i].key, members[j].key) })
+	w.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		writeString(w, m.key)
+		w.WriteByte(':')
+		w.Write(m.val)
+	}
+	w.WriteByte('}')
+	return nil
+}
+
+// canonInteger accepts only JSON integers and returns their canonical spelling.
+func canonInteger(s string) (string, error) {
+	for _, c := range s {
+		if c == '.' || c == 'e' || c == 'E' {
+			return "", fmt.Errorf("number %s is not an integer: signed records hold integers or rational strings only", s)
+		}
+	}
+	if s == "-0" {
+		return "0", nil
+	}
+	return s, nil
+}
+
+// lessUTF16 orders strings by UTF-16 code units, as RFC 8785 requires.
+func lessUTF16(a, b string) bool {
+	ua, ub := utf16Units(a), utf16Units(b)
+	for i := 0; i < len(ua) && i < len(ub); i++ {
+		if ua[i] != ub[i] {
+			return ua[i] < ub[i]
+		}
+	}
+	return len(ua) < len(ub)
+}
+
+func utf16Units(s string) []uint16 {
+	out := make([]uint16, 0, len(s))
+	for _, r := range s {
+		if r >= 0x10000 {
+			r -= 0x10000
+			out = append(out, uint16(0xD800+(r>>10)), uint16(0xDC00+(r&0x3FF)))
+			continue
+		}
+		out = append(out, uint16(r))
+	}
+	return out
+}
+
+// writeString escapes as RFC 8785 does: only '"', '\\' and control characters;
+// the short escapes where JSON has them, \u00xx (lower-case hex) otherwise.
+func writeString(w *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	w.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			w.WriteString(`\"`)
+		case c == '\\':
+			w.WriteString(`\\`)
+		case c == '\b':
+			w.WriteString(`\b`)
+		case c == '\f':
+			w.WriteString(`\f`)
+		case c == '\n':
+			w.WriteString(`\n`)
+		case c == '\r':
+			w.WriteString(`\r`)
+		case c == '\t':
+			w.WriteString(`\t`)
+		case c < 0x20:
+			w.WriteString(`\u00`)
+			w.WriteByte(hex[c>>4])
+			w.WriteByte(hex[c&0xF])
+		default:
+			w.WriteByte(c)
+		}
+	}
+	w.WriteByte('"')
+}

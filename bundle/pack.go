@@ -1,0 +1,91 @@
+package bundle
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/feval/feval/cas"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// ContentRecord is the record of an artifact made by PackPath: what the payload
+// is, identified by its uncompressed digest.
+type ContentRecord struct {
+	Content Content `json:"content"`
+}
+
+// Content describes a packed file or tree.
+type Content struct {
+	Type   string        `json:"type"` // "file" or "tree"
+	Name   string        `json:"name,omitempty"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
+}
+
+// PackOptions controls PackPath.
+type PackOptions struct {
+	Kind     string
+	Created  string
+	Progress cas.Progress
+}
+
+// Packed is the outcome of PackPath.
+type Packed struct {
+	Artifact  ocispec.Descriptor `json:"artifact"`
+	Signature ocispec.Descriptor `json:"signature"`
+	Content   Content            `json:"content"`
+}
+
+// PackPath packs a file or a directory into a signed artifact of the given kind in
+// the layout. A directory becomes one tree layer and is identified by content
+// alone; a file keeps its base name (the title oras uses when pulling it).
+func PackPath(ctx context.Context, l *cas.Layout, s *Signer, path string, opts PackOptions) (Packed, error) {
+	if !ValidKind(opts.Kind) {
+		return Packed{}, fmt.Errorf("kind %q: want lower-case letters, digits and '-'", opts.Kind)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Packed{}, err
+	}
+	var layer ocispec.Descriptor
+	var c Content
+	switch {
+	case fi.IsDir():
+		layer, err = PackTree(l, path, opts.Progress)
+		c.Type = "tree"
+	case fi.Mode().IsRegular():
+		layer, err = PackFile(l, path)
+		c.Type, c.Name = "file", filepath.Base(path)
+	default:
+		return Packed{}, fmt.Errorf("%s: %w: only files and directories can be packed", path, ErrUnsafeEntry)
+	}
+	if err != nil {
+		return Packed{}, err
+	}
+	c.Digest = digest.Digest(layer.Annotations[AnnotationContentDigest])
+	fmt.Sscan(layer.Annotations[AnnotationContentSize], &c.Size)
+	desc, err := Write(ctx, l, Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: []ocispec.Descriptor{layer}, Created: opts.Created})
+	if err != nil {
+		return Packed{}, err
+	}
+	sig, err := Sign(ctx, l, s, desc)
+	if err != nil {
+		return Packed{}, err
+	}
+	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
+}
+
+// WriteSigned writes an artifact and signs it: the one way feval records anything.
+func WriteSigned(ctx context.Context, st cas.Store, s *Signer, a Artifact) (ocispec.Descriptor, error) {
+	desc, err := Write(ctx, st, a)
+	if err != nil {
+		return desc, err
+	}
+	if _, err := Sign(ctx, st, s, desc); err != nil {
+		return desc, fmt.Errorf("signing %s: %w", desc.Digest, err)
+	}
+	return desc, nil
+}

@@ -1,0 +1,221 @@
+package bundle
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Limits bound what Unpack and ReadTree accept from untrusted archives.
+type Limits struct {
+	MaxFiles int   // entries, directories included
+	MaxBytes int64 // total uncompressed file bytes
+	MaxFile  int64 // bytes of any one file
+}
+
+// DefaultLimits suit submissions: 10,000 entries, 1 GiB in total, 512 MiB per file.
+var DefaultLimits = Limits{MaxFiles: 10000, MaxBytes: 1 << 30, MaxFile: 512 << 20}
+
+// ErrUnsafeEntry reports an archive entry that would escape or confuse the tree it
+// is unpacked into: an absolute or parent path, a link, a device, a duplicate.
+var ErrUnsafeEntry = errors.New("unsafe archive entry")
+
+// ErrLimit reports an archive over one of its Limits.
+var ErrLimit = errors.New("archive exceeds limit")
+
+// NewZstdWriter returns feval's pinned zstd encoder: default level (about zstd -3),
+// one goroutine, checksums on. The options are part of the format: changing them
+// changes compressed digests (uncompressed digests stay).
+func NewZstdWriter(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w,
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(true),
+		zstd.WithWindowSize(1<<23),
+		zstd.WithLowerEncoderMem(false),
+	)
+}
+
+// NewZstdReader returns a decoder bounded to a 64 MiB window.
+func NewZstdReader(r io.Reader) (*zstd.Decoder, error) {
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(64<<20), zstd.WithDecoderMaxMemory(1<<30))
+}
+
+// WriteTar writes the directory root as a normalised tar stream: entries in
+// byte-wise path order, directories before their contents, paths relative with
+// '/' separators, mode 0755 for directories and executables and 0644 for other
+// files, mtime 0, uid and gid 0, no user or group names. Symbolic links and special
+// files are refused, so a tree means the same thing wherever it is unpacked.
+func WriteTar(w io.Writer, root string, prog func(n int64)) error {
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		if !d.Type().IsRegular() && !d.IsDir() {
+			return fmt.Errorf("%s: %w: only regular files and directories can be packed", p, ErrUnsafeEntry)
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rel := make([]string, len(paths))
+	for i, p := range paths {
+		r, _ := filepath.Rel(root, p)
+		rel[i] = filepath.ToSlash(r)
+	}
+	idx := make([]int, len(paths))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return rel[idx[a]] < rel[idx[b]] })
+	tw := tar.NewWriter(w)
+	buf := make([]byte, 1<<20)
+	for _, i := range idx {
+		fi, err := os.Lstat(paths[i])
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: rel[i], Mode: 0o644, Format: tar.FormatPAX}
+		switch {
+		case fi.IsDir():
+			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, rel[i]+"/", 0o755
+		case fi.Mode().IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+			if fi.Mode()&0o100 != 0 {
+				hdr.Mode = 0o755
+			}
+		default:
+			return fmt.Errorf("%s: %w", paths[i], ErrUnsafeEntry)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			f, err := os.Open(paths[i])
+			if err != nil {
+				return err
+			}
+			n, err := io.CopyBuffer(tw, io.LimitReader(f, hdr.Size), buf)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			if n != hdr.Size {
+				return fmt.Errorf("%s changed while being packed", paths[i])
+			}
+			if prog != nil {
+				prog(n)
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// File is one regular file of an unpacked tree.
+type File struct {
+	Path string // slash-separated, relative
+	Mode int64  // 0644 or 0755
+	Data []byte
+}
+
+// ReadTree decodes a normalised tar stream into memory, refusing unsafe entries
+// and anything over limits. Directories are implied by file paths.
+func ReadTree(r io.Reader, lim Limits) ([]File, error) {
+	var files []File
+	err := walkTar(r, lim, func(hdr *tar.Header, body io.Reader) error {
+		if hdr.Typeflag != tar.TypeReg {
+			return nil
+		}
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return err
+		}
+		files = append(files, File{Path: strings.TrimSuffix(hdr.Name, "/"), Mode: hdr.Mode, Data: b})
+		return nil
+	})
+	return files, err
+}
+
+// Unpack writes a normalised tar stream under dest, which must not exist yet or be
+// empty, refusing unsafe entries and anything over limits.
+func Unpack(r io.Reader, dest string, lim Limits) error {
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	return walkTar(r, lim, func(hdr *tar.Header, body io.Reader) error {
+		target := filepath.Join(dest, filepath.FromSlash(strings.TrimSuffix(hdr.Name, "/")))
+		if hdr.Typeflag == tar.TypeDir {
+			return os.MkdirAll(target, 0o755)
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(hdr.Mode&0o755))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, body); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	})
+}
+
+func walkTar(r io.Reader, lim Limits, fn func(*tar.Header, io.Reader) error) error {
+	tr := tar.NewReader(r)
+	seen := map[string]bool{}
+	var total int64
+	for n := 0; ; n++ {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading archive: %w", err)
+		}
+		if n >= lim.MaxFiles {
+			return fmt.Errorf("more than %d entries: %w", lim.MaxFiles, ErrLimit)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		clean := path.Clean(name)
+		if name == "" || clean != name || path.IsAbs(name) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(name, "\\") {
+			return fmt.Errorf("entry %q: %w", hdr.Name, ErrUnsafeEntry)
+		}
+		if seen[clean] {
+			return fmt.Errorf("entry %q appears twice: %w", hdr.Name, ErrUnsafeEntry)
+		}
+		seen[clean] = true
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+		case tar.TypeReg:
+			if hdr.Size > lim.MaxFile {
+				return fmt.Errorf("entry %q has %d bytes, over %d: %w", hdr.Name, hdr.Size, lim.MaxFile, ErrLimit)
+			}
+			total += hdr.Size
+			if total > lim.MaxBytes {
+				return fmt.Errorf("more than %d bytes in total: %w", lim.MaxBytes, ErrLimit)
+			}
+		default:
+			return fmt.Errorf("entry %q of type %q: %w", hdr.Name, hdr.Typeflag, ErrUnsafeEntry)
+		}
+		if err := fn(hdr, io.LimitReader(tr, hdr.Size)); err != nil {
+			return err
+		}
+	}
+}

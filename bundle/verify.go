@@ -1,0 +1,156 @@
+package bundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/feval/feval/cas"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Problem is one failure Verify found, with the object it concerns.
+type Problem struct {
+	Object digest.Digest `json:"object"`
+	// Role is what the object is to the artifact: manifest, config, record,
+	// payload, signature or subject.
+	Role   string `json:"role"`
+	Detail string `json:"detail"`
+}
+
+func (p Problem) Error() string { return fmt.Sprintf("%s %s: %s", p.Role, p.Object, p.Detail) }
+
+// ErrVerify is wrapped by the error of a Report with problems.
+var ErrVerify = errors.New("verification failed")
+
+// Report is what Verify checked and found.
+type Report struct {
+	Root     digest.Digest              `json:"root"`
+	Objects  int                        `json:"objects"`
+	Signers  map[digest.Digest][]string `json:"signers"` // manifest -> trusted fingerprints
+	Problems []Problem                  `json:"problems"`
+}
+
+// Err returns nil for a clean report, else every problem joined, wrapping ErrVerify.
+func (r Report) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	errs := []error{fmt.Errorf("%s: %w with %d problems", r.Root, ErrVerify, len(r.Problems))}
+	for _, p := range r.Problems {
+		errs = append(errs, p)
+	}
+	return errors.Join(errs...)
+}
+
+// Verify checks the closure of root: every blob's digest and size, each payload's
+// uncompressed digest, the record's canonical form, a trusted signature on every
+// manifest, and the same for each subject up the chain. It reports every problem
+// rather than stopping at the first.
+func Verify(ctx context.Context, st cas.Store, root ocispec.Descriptor, trusted []*PublicKey) Report {
+	v := &verifier{ctx: ctx, st: st, trusted: trusted, seen: map[digest.Digest]bool{},
+		rep: Report{Root: root.Digest, Signers: map[digest.Digest][]string{}, Problems: []Problem{}}}
+	v.manifest(root, "manifest")
+	return v.rep
+}
+
+type verifier struct {
+	ctx     context.Context
+	st      cas.Store
+	trusted []*PublicKey
+	seen    map[digest.Digest]bool
+	rep     Report
+}
+
+func (v *verifier) problem(d digest.Digest, role string, err error) {
+	v.rep.Problems = append(v.rep.Problems, Problem{Object: d, Role: role, Detail: err.Error()})
+}
+
+func (v *verifier) manifest(desc ocispec.Descriptor, role string) {
+	if v.seen[desc.Digest] {
+		return
+	}
+	v.seen[desc.Digest] = true
+	v.rep.Objects++
+	if desc.MediaType == "" {
+		desc.MediaType = ocispec.MediaTypeImageManifest
+	}
+	node, _, err := cas.FetchNode(v.ctx, v.st, desc)
+	if err != nil {
+		v.problem(desc.Digest, role, err)
+		return
+	}
+	desc.ArtifactType = node.ArtifactType
+	for i, c := range node.Children {
+		crole := "payload"
+		switch {
+		case i == 0:
+			crole = "config"
+		case i == 1 && KindOf(node.ArtifactType) != "":
+			crole = "record"
+		}
+		v.blob(c, crole)
+	}
+	if KindOf(node.ArtifactType) != "" {
+		if _, err := Load(v.ctx, v.st, desc); err != nil && !errors.Is(err, cas.ErrDigestMismatch) {
+			v.problem(desc.Digest, role, err)
+		}
+	}
+	signers, err := VerifySignatures(v.ctx, v.st, desc, v.trusted)
+	v.rep.Signers[desc.Digest] = signers
+	if err != nil {
+		var se *SignatureError
+		for _, e := range flatten(err) {
+			if errors.As(e, &se) {
+				v.problem(se.Signature, "signature", errors.New(se.Reason+" (on "+se.Target.String()+")"))
+			} else {
+				v.problem(desc.Digest, role, e)
+			}
+		}
+	}
+	if node.Subject != nil {
+		v.manifest(*node.Subject, "subject")
+	}
+}
+
+func (v *verifier) blob(desc ocispec.Descriptor, role string) {
+	if v.seen[desc.Digest] {
+		return
+	}
+	v.seen[desc.Digest] = true
+	v.rep.Objects++
+	rc, err := v.st.Fetch(v.ctx, desc)
+	if err != nil {
+		v.problem(desc.Digest, role, err)
+		return
+	}
+	_, err = io.Copy(io.Discard, rc)
+	rc.Close()
+	if err != nil {
+		v.problem(desc.Digest, role, err)
+		return
+	}
+	if _, ok := desc.Annotations[AnnotationContentDigest]; ok && desc.MediaType == MediaTypeTree {
+		pr, err := OpenPayload(v.ctx, v.st, desc)
+		if err == nil {
+			_, err = io.Copy(io.Discard, pr)
+			pr.Close()
+		}
+		if err != nil {
+			v.problem(desc.Digest, role, fmt.Errorf("uncompressed content: %w", err))
+		}
+	}
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

@@ -1,0 +1,162 @@
+package cas
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Progress receives byte counts from long transfers. Implementations must be cheap;
+// NoProgress discards everything.
+type Progress interface {
+	// Start announces the total number of bytes the operation will move.
+	Start(total int64)
+	// Add reports n more bytes moved.
+	Add(n int64)
+	// Done ends the operation.
+	Done()
+}
+
+type noProgress struct{}
+
+func (noProgress) Start(int64) {}
+func (noProgress) Add(int64)   {}
+func (noProgress) Done()       {}
+
+// NoProgress is the Progress that reports nothing.
+var NoProgress Progress = noProgress{}
+
+// CopyOptions selects how much of the graph around a root Copy moves.
+type CopyOptions struct {
+	// Referrers copies, recursively, every manifest whose subject is a copied
+	// manifest (signatures, reveals, verdicts).
+	Referrers bool
+	// Subjects follows subject links upward from every copied manifest.
+	Subjects bool
+	// Progress receives byte counts; nil means NoProgress.
+	Progress Progress
+}
+
+// CopyResult lists what a copy moved.
+type CopyResult struct {
+	Manifests []ocispec.Descriptor // every manifest in the copied graph, in push order
+	Blobs     int
+	Bytes     int64 // bytes actually transferred (content already present is skipped)
+}
+
+// Copy moves root and its closure from src to dst, children before parents and
+// subjects before referrers, so dst never holds a manifest whose content it lacks.
+// Content dst already has is not transferred again.
+func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
+	prog := opts.Progress
+	if prog == nil {
+		prog = NoProgress
+	}
+	p := &planner{ctx: ctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}}
+	if err := p.visit(root); err != nil {
+		return CopyResult{}, err
+	}
+	var res CopyResult
+	var total int64
+	var todo []ocispec.Descriptor
+	for _, d := range p.order {
+		if _, isManifest := p.raw[d.Digest]; isManifest {
+			todo = append(todo, d)
+			continue
+		}
+		ok, err := dst.Exists(ctx, d)
+		if err != nil {
+			return res, err
+		}
+		if !ok {
+			todo = append(todo, d)
+			total += d.Size
+		}
+	}
+	prog.Start(total)
+	defer prog.Done()
+	for _, d := range todo {
+		if b, ok := p.raw[d.Digest]; ok {
+			if err := dst.Push(ctx, d, bytesReader(b)); err != nil {
+				return res, fmt.Errorf("copying manifest %s: %w", d.Digest, err)
+			}
+			res.Manifests = append(res.Manifests, d)
+			continue
+		}
+		rc, err := src.Fetch(ctx, d)
+		if err != nil {
+			return res, fmt.Errorf("copying blob %s: %w", d.Digest, err)
+		}
+		err = dst.Push(ctx, d, &countReader{r: rc, p: prog})
+		rc.Close()
+		if err != nil {
+			return res, fmt.Errorf("copying blob %s: %w", d.Digest, err)
+		}
+		res.Blobs++
+		res.Bytes += d.Size
+	}
+	return res, nil
+}
+
+type planner struct {
+	ctx   context.Context
+	src   Store
+	opts  CopyOptions
+	seen  map[digest.Digest]bool
+	raw   map[digest.Digest][]byte
+	order []ocispec.Descriptor
+}
+
+// visit appends desc's closure to p.order in dependency order.
+func (p *planner) visit(desc ocispec.Descriptor) error {
+	if p.seen[desc.Digest] {
+		return nil
+	}
+	p.seen[desc.Digest] = true
+	if !IsManifest(desc.MediaType) {
+		p.order = append(p.order, desc)
+		return nil
+	}
+	node, b, err := FetchNode(p.ctx, p.src, desc)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", desc.Digest, err)
+	}
+	if node.Subject != nil && p.opts.Subjects {
+		if err := p.visit(*node.Subject); err != nil {
+			return err
+		}
+	}
+	for _, c := range node.Children {
+		if err := p.visit(c); err != nil {
+			return err
+		}
+	}
+	p.raw[desc.Digest] = b
+	p.order = append(p.order, desc)
+	if p.opts.Referrers {
+		refs, err := p.src.Referrers(p.ctx, desc, "")
+		if err != nil {
+			return fmt.Errorf("listing referrers of %s: %w", desc.Digest, err)
+		}
+		for _, r := range refs {
+			if err := p.visit(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type countReader struct {
+	r io.Reader
+	p Progress
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,18 @@
+// Package cas is feval's content-addressed store.
+//
+// A Store holds OCI blobs and manifests named by their digest, human tags that point
+// at manifests, and the referrers graph (manifests whose subject is another
+// manifest). Two backends implement it:
+//
+//   - Layout, a local OCI image layout directory (the embedded default). Blobs are
+//     written atomically (temporary file, verify, fsync, rename, fsync directory);
+//     index.json is saved in batches under an inter-process lock, merging with what
+//     other processes saved meanwhile, so any number of processes may write to one
+//     layout at once.
+//   - Remote, an OCI registry reached through oras-go, with referrers found through
+//     the Referrers API or, where the registry lacks it, the fallback tag scheme.
+//
+// Every read is verified: Fetch returns a reader that fails with ErrDigestMismatch
+// or ErrSizeMismatch instead of delivering bytes that do not match the descriptor.
+// The package knows nothing about what the artifacts mean.
+package cas

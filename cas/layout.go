@@ -1,0 +1,531 @@
+package cas
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+const (
+	layoutFile = "oci-layout"
+	indexFile  = "index.json"
+	lockFile   = "feval.lock"
+	blobsDir   = "blobs"
+	// PrivateDir is the layout subdirectory where feval keeps local state that is
+	// never pushed (salts, first-seen records).
+	PrivateDir = "feval"
+)
+
+// Layout is a Store in a local OCI image layout directory. It is safe for
+// concurrent use by goroutines and by processes: blobs are immutable files written
+// atomically, and index.json is merged and replaced under an exclusive file lock.
+type Layout struct {
+	root string
+
+	mu       sync.Mutex
+	index    map[digest.Digest]ocispec.Descriptor // manifests listed in index.json
+	tags     map[string]ocispec.Descriptor
+	pending  map[digest.Digest]ocispec.Descriptor // manifests pushed, not yet saved
+	ptags    map[string]ocispec.Descriptor        // tags set, not yet saved
+	subjects map[digest.Digest][]ocispec.Descriptor
+	scanned  map[digest.Digest]bool // manifests whose subject is in subjects
+}
+
+// Init creates an empty layout at root, or does nothing if one is already there.
+func Init(root string) (*Layout, error) {
+	if err := os.MkdirAll(filepath.Join(root, blobsDir, "sha256"), 0o755); err != nil {
+		return nil, fmt.Errorf("creating store %s: %w", root, err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, PrivateDir), 0o700); err != nil {
+		return nil, fmt.Errorf("creating store %s: %w", root, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, layoutFile)); errors.Is(err, fs.ErrNotExist) {
+		b, _ := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
+		if err := writeFileAtomic(filepath.Join(root, layoutFile), b); err != nil {
+			return nil, err
+		}
+	}
+	l, err := OpenLayout(root)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(root, indexFile)); errors.Is(err, fs.ErrNotExist) {
+		if err := l.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// OpenLayout opens an existing layout. It fails with ErrNoStore when root holds no
+// oci-layout file.
+func OpenLayout(root string) (*Layout, error) {
+	b, err := os.ReadFile(filepath.Join(root, layoutFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w (run 'feval init' or set --store)", root, ErrNoStore)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", root, err)
+	}
+	var lay ocispec.ImageLayout
+	if err := json.Unmarshal(b, &lay); err != nil || lay.Version != ocispec.ImageLayoutVersion {
+		return nil, fmt.Errorf("%s: oci-layout is damaged or of an unknown version: %w", root, ErrNoStore)
+	}
+	l := &Layout{root: root, pending: map[digest.Digest]ocispec.Descriptor{}, ptags: map[string]ocispec.Descriptor{}}
+	idx, err := readIndex(root)
+	if err != nil {
+		return nil, err
+	}
+	l.index, l.tags = splitIndex(idx)
+	return l, nil
+}
+
+// Root returns the layout's directory.
+func (l *Layout) Root() string { return l.root }
+
+func readIndex(root string) (*ocispec.Index, error) {
+	b, err := os.ReadFile(filepath.Join(root, indexFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ocispec.Index{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading index of %s: %w", root, err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("%s/index.json is damaged (%v); run 'feval fsck': %w", root, err, ErrNoStore)
+	}
+	return &idx, nil
+}
+
+func splitIndex(idx *ocispec.Index) (map[digest.Digest]ocispec.Descriptor, map[string]ocispec.Descriptor) {
+	mans := map[digest.Digest]ocispec.Descriptor{}
+	tags := map[string]ocispec.Descriptor{}
+	for _, d := range idx.Manifests {
+		name := d.Annotations[ocispec.AnnotationRefName]
+		plain := d
+		plain.Annotations = nil
+		mans[d.Digest] = plain
+		if name != "" {
+			tags[name] = plain
+		}
+	}
+	return mans, tags
+}
+
+func (l *Layout) blobPath(d digest.Digest) string {
+	return filepath.Join(l.root, blobsDir, d.Algorithm().String(), d.Encoded())
+}
+
+// Fetch implements Store.
+func (l *Layout) Fetch(_ context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if err := desc.Digest.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadReference, err)
+	}
+	f, err := os.Open(l.blobPath(desc.Digest))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", desc.Digest, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return NewVerifyReader(f, desc)
+}
+
+// Exists implements Store.
+func (l *Layout) Exists(_ context.Context, desc ocispec.Descriptor) (bool, error) {
+	if err := desc.Digest.Validate(); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrBadReference, err)
+	}
+	fi, err := os.Stat(l.blobPath(desc.Digest))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return fi.Size() == desc.Size, nil
+}
+
+// Push implements Store. The blob is durable when Push returns; a manifest becomes
+// listed in index.json at the next Flush or Close.
+func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) error {
+	if err := desc.Digest.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadReference, err)
+	}
+	if IsManifest(desc.MediaType) && desc.Size > MaxManifestSize {
+		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
+	}
+	target := l.blobPath(desc.Digest)
+	if fi, err := os.Stat(target); err == nil && fi.Size() == desc.Size {
+		_, _ = io.Copy(io.Discard, r)
+	} else if err := l.ingest(desc, r, target); err != nil {
+		return err
+	}
+	if IsManifest(desc.MediaType) {
+		l.mu.Lock()
+		plain := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: desc.ArtifactType}
+		if _, ok := l.index[desc.Digest]; !ok {
+			l.pending[desc.Digest] = plain
+		}
+		l.subjects = nil // rebuilt lazily
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) error {
+	dir := filepath.Dir(target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".ingest-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", desc.Digest, err)
+	}
+	defer os.Remove(tmp.Name())
+	vr, err := NewVerifyReader(io.NopCloser(r), desc)
+	if err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := io.Copy(tmp, vr); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", desc.Digest, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// Tag implements Store. The tag is saved at the next Flush or Close.
+func (l *Layout) Tag(ctx context.Context, desc ocispec.Descriptor, tag string) error {
+	if !ValidTag(tag) {
+		return fmt.Errorf("tag %q: %w (letters, digits, '_', '.', '-'; at most 128)", tag, ErrBadReference)
+	}
+	if ok, err := l.Exists(ctx, desc); err != nil || !ok {
+		return fmt.Errorf("tagging %s: %w", desc.Digest, ErrNotFound)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	plain := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: desc.ArtifactType}
+	l.ptags[tag] = plain
+	if _, ok := l.index[desc.Digest]; !ok {
+		l.pending[desc.Digest] = plain
+	}
+	return nil
+}
+
+// Resolve implements Store. ref is a tag or a full digest; see ResolvePrefix for
+// abbreviated digests.
+func (l *Layout) Resolve(_ context.Context, ref string) (ocispec.Descriptor, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d, err := digest.Parse(ref); err == nil {
+		if desc, ok := l.pending[d]; ok {
+			return desc, nil
+		}
+		if desc, ok := l.index[d]; ok {
+			return desc, nil
+		}
+		return ocispec.Descriptor{}, fmt.Errorf("%s: %w", ref, ErrNotFound)
+	}
+	if desc, ok := l.ptags[ref]; ok {
+		return desc, nil
+	}
+	if desc, ok := l.tags[ref]; ok {
+		return desc, nil
+	}
+	return ocispec.Descriptor{}, fmt.Errorf("%s: %w", ref, ErrNotFound)
+}
+
+// Manifests returns every manifest the layout lists (saved or pending), sorted by
+// digest.
+func (l *Layout) Manifests() []ocispec.Descriptor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.manifestsLocked()
+}
+
+func (l *Layout) manifestsLocked() []ocispec.Descriptor {
+	out := make([]ocispec.Descriptor, 0, len(l.index)+len(l.pending))
+	for _, d := range l.index {
+		out = append(out, d)
+	}
+	for d, desc := range l.pending {
+		if _, ok := l.index[d]; !ok {
+			out = append(out, desc)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
+	return out
+}
+
+// Tags returns every tag with the manifest it names, sorted by tag.
+func (l *Layout) Tags() map[string]ocispec.Descriptor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]ocispec.Descriptor, len(l.tags)+len(l.ptags))
+	for t, d := range l.tags {
+		out[t] = d
+	}
+	for t, d := range l.ptags {
+		out[t] = d
+	}
+	return out
+}
+
+// Referrers implements Store by reading the subject of every listed manifest once
+// per process and indexing it.
+func (l *Layout) Referrers(ctx context.Context, subject ocispec.Descriptor, artifactType string) ([]ocispec.Descriptor, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.subjects == nil {
+		l.subjects = map[digest.Digest][]ocispec.Descriptor{}
+		l.scanned = map[digest.Digest]bool{}
+	}
+	for _, m := range l.manifestsLocked() {
+		if l.scanned[m.Digest] {
+			continue
+		}
+		b, err := l.readManifestLocked(m)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue // fsck reports it
+			}
+			return nil, err
+		}
+		var probe struct {
+			ArtifactType string              `json:"artifactType"`
+			Config       ocispec.Descriptor  `json:"config"`
+			Subject      *ocispec.Descriptor `json:"subject"`
+		}
+		if err := json.Unmarshal(b, &probe); err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", m.Digest, err)
+		}
+		l.scanned[m.Digest] = true
+		if probe.Subject == nil {
+			continue
+		}
+		d := m
+		d.ArtifactType = probe.ArtifactType
+		if d.ArtifactType == "" {
+			d.ArtifactType = probe.Config.MediaType
+		}
+		l.subjects[probe.Subject.Digest] = append(l.subjects[probe.Subject.Digest], d)
+	}
+	var out []ocispec.Descriptor
+	for _, d := range l.subjects[subject.Digest] {
+		if artifactType == "" || d.ArtifactType == artifactType {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
+	return out, nil
+}
+
+func (l *Layout) readManifestLocked(m ocispec.Descriptor) ([]byte, error) {
+	f, err := os.Open(l.blobPath(m.Digest))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", m.Digest, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc, err := NewVerifyReader(f, m)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// Flush saves pending manifests and tags to index.json: it takes the layout's
+// exclusive lock, re-reads the index another process may have saved, merges, and
+// replaces the file atomically. Entries are sorted, so the file is stable.
+func (l *Layout) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	unlock, err := lockExclusive(filepath.Join(l.root, lockFile))
+	if err != nil {
+		return fmt.Errorf("locking store %s: %w", l.root, err)
+	}
+	defer unlock()
+	idx, err := readIndex(l.root)
+	if err != nil {
+		return err
+	}
+	mans, tags := splitIndex(idx)
+	for d, desc := range l.pending {
+		mans[d] = desc
+	}
+	for t, desc := range l.ptags {
+		tags[t] = desc
+		mans[desc.Digest] = desc
+	}
+	out := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}}
+	tagged := map[digest.Digest]bool{}
+	tagNames := make([]string, 0, len(tags))
+	for t := range tags {
+		tagNames = append(tagNames, t)
+	}
+	sort.Strings(tagNames)
+	for _, t := range tagNames {
+		d := tags[t]
+		d.Annotations = map[string]string{ocispec.AnnotationRefName: t}
+		out.Manifests = append(out.Manifests, d)
+		tagged[d.Digest] = true
+	}
+	digests := make([]digest.Digest, 0, len(mans))
+	for d := range mans {
+		if !tagged[d] {
+			digests = append(digests, d)
+		}
+	}
+	sort.Slice(digests, func(i, j int) bool { return digests[i] < digests[j] })
+	for _, d := range digests {
+		out.Manifests = append(out.Manifests, mans[d])
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(l.root, indexFile), buf.Bytes()); err != nil {
+		return fmt.Errorf("saving index of %s: %w", l.root, err)
+	}
+	l.index, l.tags = mans, tags
+	for d := range l.index {
+		delete(l.pending, d)
+	}
+	l.ptags = map[string]ocispec.Descriptor{}
+	return nil
+}
+
+// Close implements Store: it saves pending index entries.
+func (l *Layout) Close() error {
+	l.mu.Lock()
+	dirty := len(l.pending) > 0 || len(l.ptags) > 0
+	l.mu.Unlock()
+	if dirty {
+		return l.Flush()
+	}
+	return nil
+}
+
+// BlobPath returns where the layout keeps the blob d (for fsck and tests).
+func (l *Layout) BlobPath(d digest.Digest) string { return l.blobPath(d) }
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// directory, fsyncs it, renames it over path and fsyncs the directory.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// WriteFileAtomic is writeFileAtomic for feval's private state files.
+func WriteFileAtomic(path string, b []byte) error { return writeFileAtomic(path, b) }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !strings.Contains(err.Error(), "invalid argument") {
+		return err
+	}
+	return nil
+}
+
+// WriteBlob streams the content fill produces into the layout and names it by the
+// digest of what was written: one pass, no second copy. The blob is durable when
+// WriteBlob returns.
+func (l *Layout) WriteBlob(mediaType string, fill func(w io.Writer) error) (ocispec.Descriptor, error) {
+	dir := filepath.Join(l.root, blobsDir, "sha256")
+	tmp, err := os.CreateTemp(dir, ".ingest-*")
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer os.Remove(tmp.Name())
+	h := digest.SHA256.Digester()
+	cw := &countWriter{w: io.MultiWriter(tmp, h.Hash())}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	if err := fill(bw); err != nil {
+		tmp.Close()
+		return ocispec.Descriptor{}, err
+	}
+	if err := bw.Flush(); err != nil {
+		tmp.Close()
+		return ocispec.Descriptor{}, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return ocispec.Descriptor{}, err
+	}
+	if err := tmp.Close(); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	desc := ocispec.Descriptor{MediaType: mediaType, Digest: h.Digest(), Size: cw.n}
+	if err := os.Rename(tmp.Name(), l.blobPath(desc.Digest)); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return desc, syncDir(dir)
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

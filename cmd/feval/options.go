@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+)
+
+// outputOptions: --json and --quiet.
+type outputOptions struct {
+	JSON  bool
+	Quiet bool
+}
+
+func (o *outputOptions) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+	}
+}
+
+func (o *outputOptions) Parse(c *cli.Context) {
+	o.JSON, o.Quiet = c.Bool("json"), c.Bool("quiet")
+}
+
+// storeOptions: the local store.
+type storeOptions struct {
+	Path string
+}
+
+func (o *storeOptions) Flags() []cli.Flag {
+	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore(), DefaultText: "$" + envStore + " or " + defaultStore()}}
+}
+
+func (o *storeOptions) Parse(c *cli.Context) { o.Path = c.String("store") }
+
+// Open opens the existing local store.
+func (o *storeOptions) Open() (*cas.Layout, error) { return cas.OpenLayout(o.Path) }
+
+// keyOptions: the signing key and its password.
+type keyOptions struct {
+	Path string
+}
+
+var errNoKey = errors.New("no signing key")
+
+func (o *keyOptions) Flags() []cli.Flag {
+	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey(), DefaultText: "$" + envKey + " or " + defaultKey()}}
+}
+
+func (o *keyOptions) Parse(c *cli.Context) { o.Path = c.String("key") }
+
+// Signer loads and decrypts the signing key.
+func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {
+	pemBytes, err := os.ReadFile(o.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s: run 'feval key generate' or set --key", errNoKey, o.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pw, err := a.password(false)
+	if err != nil {
+		return nil, err
+	}
+	s, err := bundle.LoadSigner(pemBytes, pw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (check FEVAL_PASSWORD)", o.Path, err)
+	}
+	return s, nil
+}
+
+func pubPath(keyPath string) string { return strings.TrimSuffix(keyPath, ".key") + ".pub" }
+
+// trustOptions: the public keys a verification trusts.
+type trustOptions struct {
+	Keys []string
+	own  string
+}
+
+func (o *trustOptions) Flags() []cli.Flag {
+	return []cli.Flag{&cli.StringSliceFlag{Name: "pub", Aliases: []string{"trust"}, Usage: "trusted public key file (repeatable; default: your own key's .pub)", EnvVars: []string{envPub}}}
+}
+
+func (o *trustOptions) Parse(c *cli.Context) {
+	o.Keys = c.StringSlice("pub")
+	o.own = pubPath(c.String("key"))
+	if o.own == ".pub" {
+		o.own = pubPath(defaultKey())
+		if v := os.Getenv(envKey); v != "" {
+			o.own = pubPath(v)
+		}
+	}
+}
+
+// Load reads the trusted keys; with none given, the caller's own public key.
+func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
+	paths := o.Keys
+	if len(paths) == 0 {
+		paths = []string{o.own}
+	}
+	var out []*bundle.PublicKey
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: public key %s: give --pub FILE or run 'feval key generate'", errNoKey, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		k, err := bundle.ParsePublicKey(b)
+		if err != nil {
+			return nil, usagef("%s: %v", p, err)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// remoteOptions: how registries are reached.
+type remoteOptions struct {
+	PlainHTTP bool
+}
+
+func (o *remoteOptions) Flags() []cli.Flag {
+	return []cli.Flag{&cli.BoolFlag{Name: "plain-http", Usage: "use plain HTTP for a non-loopback registry", EnvVars: []string{envPlainHTTP}}}
+}
+
+func (o *remoteOptions) Parse(c *cli.Context) { o.PlainHTTP = c.Bool("plain-http") }
+
+// Open connects to the repository in ref and returns it with the tag or digest
+// ref names ("" if none).
+func (o *remoteOptions) Open(ref string) (*cas.Remote, string, error) {
+	r, err := cas.ParseRemote(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	rem, err := cas.OpenRemote(r, cas.RemoteOptions{PlainHTTP: o.PlainHTTP, DockerConfig: dockerConfigFile()})
+	return rem, r.Reference, err
+}
+
+func dockerConfigFile() string {
+	if d := os.Getenv(envDocker); d != "" {
+		return d + "/config.json"
+	}
+	return ""
+}
+
+// created returns the artifact creation time: SOURCE_DATE_EPOCH or the epoch.
+func created() (string, error) {
+	v := os.Getenv(envEpoch)
+	if v == "" {
+		return bundle.EpochCreated, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return "", usagef("%s=%q: want non-negative Unix seconds", envEpoch, v)
+	}
+	return time.Unix(n, 0).UTC().Format(time.RFC3339), nil
+}
+
+// password returns the key password from the environment or, on a terminal, a
+// prompt that does not echo. confirm asks twice.
+func (a *appEnv) password(confirm bool) ([]byte, error) {
+	if v, ok := os.LookupEnv(envPassword); ok {
+		return []byte(v), nil
+	}
+	if v, ok := os.LookupEnv(envCosignPass); ok {
+		return []byte(v), nil
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil || !term.IsTerminal(int(tty.Fd())) {
+		return nil, usagef("no key password: set %s (or %s)", envPassword, envCosignPass)
+	}
+	defer tty.Close()
+	fmt.Fprint(tty, "Password for the private key: ")
+	pw, err := term.ReadPassword(int(tty.Fd()))
+	fmt.Fprintln(tty)
+	if err != nil {
+		return nil, err
+	}
+	if confirm {
+		fmt.Fprint(tty, "Again: ")
+		pw2, err := term.ReadPassword(int(tty.Fd()))
+		fmt.Fprintln(tty)
+		if err != nil {
+			return nil, err
+		}
+		if string(pw) != string(pw2) {
+			return nil, usagef("the passwords differ")
+		}
+	}
+	return pw, nil
+}
+
+// resolve resolves a user's digest, prefix or tag in a store.
+func resolve(ctx context.Context, s cas.Store, ref string) (ociDesc, error) {
+	return cas.ResolveRef(ctx, s, ref)
+}

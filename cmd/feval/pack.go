@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/urfave/cli/v2"
+)
+
+func packCommand(a *appEnv) *cli.Command {
+	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "kind", Usage: "artifact kind (task, submission, trace, ...)", Required: true},
+		&cli.StringFlag{Name: "tag", Usage: "also name the artifact with this tag"},
+	}
+	return &cli.Command{
+		Name:      "pack",
+		Usage:     "pack a file or directory into a signed artifact in the local store and print its digest",
+		ArgsUsage: "PATH",
+		Flags:     append(append(append(flags, st.Flags()...), k.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			k.Parse(c)
+			out.Parse(c)
+			if err := args(c, 1, "one PATH"); err != nil {
+				return err
+			}
+			kind, tag := c.String("kind"), c.String("tag")
+			if !bundle.ValidKind(kind) {
+				return usagef("--kind %q: want lower-case letters, digits and '-' (e.g. submission)", kind)
+			}
+			if tag != "" && !cas.ValidTag(tag) {
+				return usagef("--tag %q: want letters, digits, '_', '.', '-'", tag)
+			}
+			res, err := runPack(c.Context, a, st, k, c.Args().First(), kind, tag, a.progress(out, "pack"))
+			if err != nil {
+				return err
+			}
+			return a.render(out, res, func(w *tabw) { w.line("%s", res.Artifact.Digest) })
+		},
+	}
+}
+
+func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, path, kind, tag string, prog cas.Progress) (bundle.Packed, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return bundle.Packed{}, usagef("%s does not exist", path)
+	}
+	ts, err := created()
+	if err != nil {
+		return bundle.Packed{}, err
+	}
+	l, err := st.Open()
+	if err != nil {
+		return bundle.Packed{}, err
+	}
+	s, err := k.Signer(a)
+	if err != nil {
+		return bundle.Packed{}, err
+	}
+	res, err := bundle.PackPath(ctx, l, s, path, bundle.PackOptions{Kind: kind, Created: ts, Progress: prog})
+	if err != nil {
+		return res, err
+	}
+	if tag != "" {
+		if err := l.Tag(ctx, res.Artifact, tag); err != nil {
+			return res, err
+		}
+	}
+	return res, l.Close()
+}
