@@ -80,7 +80,15 @@ func LoadSigner(privPEM, password []byte) (*Signer, error) {
 		return nil, fmt.Errorf("reading private key: %w", errors.New("not a cosign-format ECDSA key"))
 	}
 	ek, ok := k.(*ecdsa.PrivateKey)
-	if !ok || ek.Curve != elliptic.P256() {
+	if !ok {
+		return nil, errors.New("reading private key: only ECDSA P-256 keys are supported")
+	}
+	return NewSigner(ek)
+}
+
+// NewSigner wraps an ECDSA P-256 private key.
+func NewSigner(ek *ecdsa.PrivateKey) (*Signer, error) {
+	if ek.Curve != elliptic.P256() {
 		return nil, errors.New("reading private key: only ECDSA P-256 keys are supported")
 	}
 	pemBytes, err := cryptoutils.MarshalPublicKeyToPEM(ek.Public())
@@ -200,7 +208,7 @@ func (s *Signer) SignatureBytes(target ocispec.Descriptor) ([]byte, error) {
 	b.DSSEEnvelope = envelope{
 		Payload:     base64.StdEncoding.EncodeToString(payload),
 		PayloadType: PayloadTypeInToto,
-		Signatures:  []envSignature{{Sig: base64.StdEncoding.EncodeToString(sig), KeyID: s.pub.Fingerprint}},
+		Signatures:  []envSignature{{Sig: base64.StdEncoding.EncodeToString(sig)}},
 	}
 	return Canonical(b)
 }
@@ -344,8 +352,10 @@ func verifyOne(ctx context.Context, st cas.Store, ref, target ocispec.Descriptor
 				matched = true
 			}
 		}
-		if !matched && isTrusted(es.KeyID, trusted) {
-			return nil, fail("does not verify with key %s", short(es.KeyID))
+		// The hint is only used to say which key a bad signature claims; it
+		// never makes a signature count.
+		if hint := b.VerificationMaterial.PublicKey.Hint; !matched && isTrusted(hint, trusted) {
+			return nil, fail("does not verify with key %s", short(hint))
 		}
 	}
 	return signers, nil

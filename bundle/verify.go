@@ -18,9 +18,14 @@ type Problem struct {
 	// payload, signature or subject.
 	Role   string `json:"role"`
 	Detail string `json:"detail"`
+	err    error
 }
 
 func (p Problem) Error() string { return fmt.Sprintf("%s %s: %s", p.Role, p.Object, p.Detail) }
+
+// Unwrap returns the underlying error, so errors.Is sees ErrNoTrustedSignature,
+// cas.ErrDigestMismatch and the like through a Report.
+func (p Problem) Unwrap() error { return p.err }
 
 // ErrVerify is wrapped by the error of a Report with problems.
 var ErrVerify = errors.New("verification failed")
@@ -65,7 +70,7 @@ type verifier struct {
 }
 
 func (v *verifier) problem(d digest.Digest, role string, err error) {
-	v.rep.Problems = append(v.rep.Problems, Problem{Object: d, Role: role, Detail: err.Error()})
+	v.rep.Problems = append(v.rep.Problems, Problem{Object: d, Role: role, Detail: err.Error(), err: err})
 }
 
 func (v *verifier) manifest(desc ocispec.Descriptor, role string) {
@@ -104,7 +109,7 @@ func (v *verifier) manifest(desc ocispec.Descriptor, role string) {
 		var se *SignatureError
 		for _, e := range flatten(err) {
 			if errors.As(e, &se) {
-				v.problem(se.Signature, "signature", errors.New(se.Reason+" (on "+se.Target.String()+")"))
+				v.problem(se.Signature, "signature", fmt.Errorf("%s (on %s): %w", se.Reason, se.Target, ErrBadSignature))
 			} else {
 				v.problem(desc.Digest, role, e)
 			}
