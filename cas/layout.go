@@ -170,15 +170,28 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 	if IsManifest(desc.MediaType) && desc.Size > MaxManifestSize {
 		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
 	}
+	var raw []byte
+	if IsManifest(desc.MediaType) {
+		// Manifests are small: keep them to record their artifact type in the index.
+		b, err := io.ReadAll(io.LimitReader(r, desc.Size+1))
+		if err != nil {
+			return err
+		}
+		raw, r = b, bytes.NewReader(b)
+	}
 	target := l.blobPath(desc.Digest)
 	if fi, err := os.Stat(target); err == nil && fi.Size() == desc.Size {
 		_, _ = io.Copy(io.Discard, r)
 	} else if err := l.ingest(desc, r, target); err != nil {
 		return err
 	}
-	if IsManifest(desc.MediaType) {
+	if raw != nil {
+		node, err := ParseNode(desc, raw)
+		if err != nil {
+			return err
+		}
 		l.mu.Lock()
-		plain := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: desc.ArtifactType}
+		plain := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: node.ArtifactType}
 		if _, ok := l.index[desc.Digest]; !ok {
 			l.pending[desc.Digest] = plain
 		}

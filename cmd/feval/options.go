@@ -172,10 +172,10 @@ func created() (string, error) {
 // password returns the key password from the environment or, on a terminal, a
 // prompt that does not echo. confirm asks twice.
 func (a *appEnv) password(confirm bool) ([]byte, error) {
-	if v, ok := os.LookupEnv(envPassword); ok {
+	if v := os.Getenv(envPassword); v != "" {
 		return []byte(v), nil
 	}
-	if v, ok := os.LookupEnv(envCosignPass); ok {
+	if v := os.Getenv(envCosignPass); v != "" {
 		return []byte(v), nil
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)

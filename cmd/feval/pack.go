@@ -14,7 +14,7 @@ import (
 func packCommand(a *appEnv) *cli.Command {
 	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "kind", Usage: "artifact kind (task, submission, trace, ...)", Required: true},
+		&cli.StringFlag{Name: "kind", Usage: "artifact kind (task, submission, trace, ...); required"},
 		&cli.StringFlag{Name: "tag", Usage: "also name the artifact with this tag"},
 	}
 	return &cli.Command{
@@ -30,6 +30,9 @@ func packCommand(a *appEnv) *cli.Command {
 				return err
 			}
 			kind, tag := c.String("kind"), c.String("tag")
+			if kind == "" {
+				return usagef("--kind is required, e.g. 'feval pack --kind submission %s'", c.Args().First())
+			}
 			if !bundle.ValidKind(kind) {
 				return usagef("--kind %q: want lower-case letters, digits and '-' (e.g. submission)", kind)
 			}
