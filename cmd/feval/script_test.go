@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"os/exec"
-	"strconv"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
