@@ -1,0 +1,307 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// Rule names of the rollouts gate (besides the tree, JSON and row rules).
+const (
+	RuleJSONSyntax       = "json-syntax"
+	RuleJSONSchema       = "json-schema"
+	RuleUnpinnedRevision = "unpinned-revision"
+	RuleDuplicateTaskID  = "duplicate-task-id"
+	RuleMissingTaskID    = "missing-task-id"
+	RuleUnknownTaskID    = "unknown-task-id"
+	RuleTooManyRows      = "too-many-rows"
+)
+
+// RolloutSubmissionFile is the manifest at the root of a rollouts submission.
+const RolloutSubmissionFile = "submission.json"
+
+// RolloutSubmission is the content of submission.json.
+type RolloutSubmission struct {
+	// ModelRevision pins the model: "sha256:" followed by 64 lower-case hex
+	// digits, or a 40-digit lower-case hex git commit. Branch and tag names
+	// are refused because they move.
+	ModelRevision string `json:"model_revision"`
+	// Rows is the slash-separated path, within the submission, of the rows
+	// file (JSON Lines, one Row per line).
+	Rows string `json:"rows"`
+}
+
+// RolloutLimits bounds what the rollouts gate reads and reports. A zero
+// field takes its default.
+type RolloutLimits struct {
+	// MaxRowBytes bounds one line of the rows file, line feed excluded
+	// (default 64 KiB).
+	MaxRowBytes int
+	// MaxSubmissionBytes bounds submission.json (default 4 KiB).
+	MaxSubmissionBytes int64
+	// MaxListedIDs bounds the task ids named in the missing-task-id
+	// violation; the count is always given (default 10).
+	MaxListedIDs int
+	// MaxViolationsPerRule bounds the violations listed per rule; the rest
+	// are counted in one summary violation (default 100).
+	MaxViolationsPerRule int
+}
+
+// DefaultRolloutLimits returns the limits used when a field is zero.
+func DefaultRolloutLimits() RolloutLimits {
+	return RolloutLimits{MaxRowBytes: 64 << 10, MaxSubmissionBytes: 4 << 10, MaxListedIDs: 10, MaxViolationsPerRule: 100}
+}
+
+func (l RolloutLimits) withDefaults() RolloutLimits {
+	d := DefaultRolloutLimits()
+	if l.MaxRowBytes <= 0 {
+		l.MaxRowBytes = d.MaxRowBytes
+	}
+	if l.MaxSubmissionBytes <= 0 {
+		l.MaxSubmissionBytes = d.MaxSubmissionBytes
+	}
+	if l.MaxListedIDs <= 0 {
+		l.MaxListedIDs = d.MaxListedIDs
+	}
+	if l.MaxViolationsPerRule <= 0 {
+		l.MaxViolationsPerRule = d.MaxViolationsPerRule
+	}
+	return l
+}
+
+// ErrTaskIDs reports an unusable task id list handed to Rollouts (empty, or
+// holding an empty or repeated id): a caller bug, not a verdict.
+var ErrTaskIDs = errors.New("invalid task id list")
+
+// errStopRows ends ReadRows early once the rows file is known to be too long.
+var errStopRows = errors.New("stop reading rows")
+
+// PinnedRevision reports whether rev pins a model revision: "sha256:" and 64
+// lower-case hex digits, or 40 lower-case hex digits (a git commit).
+func PinnedRevision(rev string) bool {
+	if h, ok := strings.CutPrefix(rev, "sha256:"); ok {
+		return len(h) == 64 && isLowerHex(h)
+	}
+	return len(rev) == 40 && isLowerHex(rev)
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Rollouts runs the rollouts gate over an unpacked submission tree for a task
+// whose rows are identified by taskIDs. The tree must hold submission.json
+// and the rows file it names, nothing else; the model revision must be
+// pinned; the rows file must hold exactly one valid row per task id (so
+// exactly len(taskIDs) rows). The rows file is streamed: memory is bounded by
+// one row plus the task id index, whatever the file's size, and reading stops
+// at the first row past len(taskIDs). It returns an error only when the tree
+// cannot be read or taskIDs is unusable (ErrTaskIDs).
+func Rollouts(fsys fs.FS, taskIDs []string, limits RolloutLimits) ([]Violation, error) {
+	limits = limits.withDefaults()
+	index := make(map[string]int, len(taskIDs))
+	for i, id := range taskIDs {
+		if id == "" {
+			return nil, fmt.Errorf("rollouts gate: %w: empty id at %d", ErrTaskIDs, i)
+		}
+		if _, dup := index[id]; dup {
+			return nil, fmt.Errorf("rollouts gate: %w: %q repeated", ErrTaskIDs, clip(id))
+		}
+		index[id] = i
+	}
+	if len(taskIDs) == 0 {
+		return nil, fmt.Errorf("rollouts gate: %w: no task ids", ErrTaskIDs)
+	}
+	t, vs, err := listTree(fsys, 16)
+	if err != nil {
+		return nil, fmt.Errorf("rollouts gate: %w", err)
+	}
+	if t.truncated {
+		return normalize(vs), nil
+	}
+	if !t.has(RolloutSubmissionFile) {
+		vs = append(vs, Violation{Rule: RuleMissingFile, Path: RolloutSubmissionFile, Detail: "submission.json is missing"})
+		return normalize(append(vs, extraFiles(t, RolloutSubmissionFile)...)), nil
+	}
+	data, err := readLimited(fsys, RolloutSubmissionFile, limits.MaxSubmissionBytes)
+	if errors.Is(err, errTooLarge) {
+		vs = append(vs, tooLarge(RolloutSubmissionFile, limits.MaxSubmissionBytes))
+		return normalize(append(vs, extraFiles(t, RolloutSubmissionFile)...)), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollouts gate: %w", err)
+	}
+	var sub RolloutSubmission
+	if jerr := decodeStrict(data, &sub); jerr != nil {
+		// Without a manifest the layout is unknown: other files are not
+		// judged.
+		return normalize(append(vs, jsonViolation(RolloutSubmissionFile, jerr))), nil
+	}
+	vs = append(vs, checkRolloutSubmission(sub)...)
+	rowsPath := ""
+	if validRowsPath(sub.Rows) {
+		rowsPath = sub.Rows
+	}
+	vs = append(vs, extraFiles(t, RolloutSubmissionFile, rowsPath)...)
+	if rowsPath == "" {
+		return normalize(vs), nil
+	}
+	if !t.has(rowsPath) {
+		vs = append(vs, Violation{Rule: RuleMissingFile, Path: rowsPath, Detail: "the rows file named by submission.json is missing"})
+		return normalize(vs), nil
+	}
+	more, err := checkRows(fsys, rowsPath, taskIDs, index, limits)
+	if err != nil {
+		return nil, fmt.Errorf("rollouts gate: %w", err)
+	}
+	return normalize(append(vs, more...)), nil
+}
+
+// ParseRolloutSubmission parses and checks submission.json. It returns the
+// parsed manifest (zero when it does not decode) and its violations,
+// reported under RolloutSubmissionFile.
+func ParseRolloutSubmission(data []byte) (RolloutSubmission, []Violation) {
+	var sub RolloutSubmission
+	if jerr := decodeStrict(data, &sub); jerr != nil {
+		return RolloutSubmission{}, []Violation{jsonViolation(RolloutSubmissionFile, jerr)}
+	}
+	return sub, checkRolloutSubmission(sub)
+}
+
+// jsonViolation turns a strict-JSON failure of file into a violation.
+func jsonViolation(file string, jerr *JSONError) Violation {
+	rule := RuleJSONSyntax
+	if jerr.Schema {
+		rule = RuleJSONSchema
+	}
+	return Violation{Rule: rule, Line: jerr.Line, Path: file, Detail: jerr.Msg}
+}
+
+// checkRolloutSubmission checks a decoded manifest.
+func checkRolloutSubmission(sub RolloutSubmission) []Violation {
+	var vs []Violation
+	bad := func(rule, format string, args ...any) {
+		vs = append(vs, Violation{Rule: rule, Path: RolloutSubmissionFile, Detail: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case sub.ModelRevision == "":
+		bad(RuleJSONSchema, "model_revision is missing")
+	case !PinnedRevision(sub.ModelRevision):
+		bad(RuleUnpinnedRevision, "model_revision %q is not sha256:<64 hex> or a 40-hex commit", clip(sub.ModelRevision))
+	}
+	switch {
+	case sub.Rows == "":
+		bad(RuleJSONSchema, "rows is missing")
+	case !validRowsPath(sub.Rows):
+		bad(RuleJSONSchema, "rows %q is not a clean relative path to a .jsonl file", clip(sub.Rows))
+	}
+	return vs
+}
+
+// validRowsPath accepts a clean, relative, slash-separated path ending in
+// ".jsonl" that does not name submission.json.
+func validRowsPath(p string) bool {
+	return fs.ValidPath(p) && p != "." && strings.HasSuffix(p, ".jsonl") && path.Base(p) != ".jsonl"
+}
+
+// extraFiles reports every file and directory of t not in keep (directories
+// leading to a kept file are allowed).
+func extraFiles(t *tree, keep ...string) []Violation {
+	kept := map[string]bool{}
+	for _, k := range keep {
+		if k == "" {
+			continue
+		}
+		kept[k] = true
+		for d := path.Dir(k); d != "."; d = path.Dir(d) {
+			kept[d] = true
+		}
+	}
+	var vs []Violation
+	for _, d := range t.dirs {
+		if !kept[d] {
+			vs = append(vs, Violation{Rule: RuleExtraFile, Path: d, Detail: "unexpected directory"})
+		}
+	}
+	for _, f := range t.files {
+		if !kept[f.path] {
+			vs = append(vs, Violation{Rule: RuleExtraFile, Path: f.path, Detail: "unexpected file"})
+		}
+	}
+	return vs
+}
+
+// checkRows streams the rows file and checks task id coverage.
+func checkRows(fsys fs.FS, rowsPath string, taskIDs []string, index map[string]int, limits RolloutLimits) ([]Violation, error) {
+	f, err := fsys.Open(rowsPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", rowsPath, err)
+	}
+	defer f.Close()
+	c := newCapped(rowsPath, limits.MaxViolationsPerRule)
+	seenAt := make([]int, len(taskIDs)) // line where each task id was first seen, 0 if never
+	err = ScanRows(f, limits, func(line int, row Row, rerr *RowError) error {
+		switch {
+		case rerr != nil:
+			c.add(rerr.Rule, line, "%s", rerr.Detail)
+		default:
+			i, ok := index[row.TaskID]
+			switch {
+			case !ok:
+				c.add(RuleUnknownTaskID, line, "task id %q is not in the task", clip(row.TaskID))
+			case seenAt[i] != 0:
+				c.add(RuleDuplicateTaskID, line, "task id %q already on line %d", clip(row.TaskID), seenAt[i])
+			default:
+				seenAt[i] = line
+			}
+		}
+		if line > len(taskIDs) {
+			c.add(RuleTooManyRows, line, "more than %d rows (the task has %d task ids); reading stopped here", len(taskIDs), len(taskIDs))
+			return errStopRows
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopRows) {
+		return nil, err
+	}
+	var missing []string
+	count := 0
+	for i, at := range seenAt {
+		if at == 0 {
+			count++
+			if len(missing) < limits.MaxListedIDs {
+				missing = append(missing, fmt.Sprintf("%q", clip(taskIDs[i])))
+			}
+		}
+	}
+	vs := c.result()
+	if count > 0 {
+		more := ""
+		if count > len(missing) {
+			more = fmt.Sprintf(" and %d more", count-len(missing))
+		}
+		vs = append(vs, Violation{Rule: RuleMissingTaskID, Path: rowsPath,
+			Detail: fmt.Sprintf("%d task ids have no row: %s%s", count, strings.Join(missing, ", "), more)})
+	}
+	return vs, nil
+}
+
+// clip shortens untrusted strings quoted in details.
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && s[cut]&0xc0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
