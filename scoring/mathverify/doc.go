@@ -1,0 +1,118 @@
+// Package mathverify is the deterministic reward checker for math answers: it
+// extracts the final answer from a model response and decides, exactly, whether
+// it denotes the same mathematical object as a gold answer.
+//
+// # Model
+//
+// A decision is Equal, NotEqual or Undetermined. Equal and NotEqual are proofs
+// made with exact arithmetic (math/big rationals and canonical forms); nothing is
+// decided by floating point, tolerance or sampling. Whatever the checker cannot
+// decide exactly is Undetermined: it never guesses. All work is bounded by fuel, a
+// step count (one unit per input byte and token, per polynomial term operation,
+// per 32 products of 64-bit words of big-integer arithmetic); running out makes
+// the decision Undetermined with Reason "fuel". There are no timers, no
+// randomness, no map-order dependence and no global state, so the same inputs and
+// fuel give the same Result on every machine. Reward is 1 exactly when the
+// decision under DefaultFuel is Equal, and 0 otherwise. Version names these rules.
+//
+// # Extraction
+//
+// Extract tries, in order, and the first rule that yields a non-empty answer wins:
+//
+//  1. boxed: the content of the last well-formed \boxed{...} or \fbox{...}
+//     (balanced braces; \{ and \} are escaped and do not count). A later box
+//     with unbalanced braces is skipped in favour of an earlier complete one.
+//     "\boxed 5" (no braces) takes the token after the space.
+//  2. final_answer: after the last "final answer is" or "final answer:"
+//     (ASCII case-insensitive): a leading $...$, $$...$$, \(...\) or \[...\]
+//     span if there is one, else the rest of the line up to the first ". ".
+//  3. answer_is: the same after the last "answer is" or "answer:".
+//  4. last_math: the last complete $...$, $$...$$, \(...\) or \[...\] span on
+//     the last non-empty line.
+//  5. whole: the whole response when it is a single line of at most 64 bytes.
+//
+// Asterisks (Markdown bold) at either end, a final full stop and outer spaces
+// are removed.
+// There is deliberately no "last number in the text" rule.
+//
+// # Answers
+//
+// An answer is one of: a scalar expression, a percentage, ±∞, a bare list
+// (1, 2, 3 or "2 or 3"), a tuple ((a, b, c), or [a, b, c]), a pair (a, b)
+// (an ordered pair or an open interval: it compares as either), a set \{...\}
+// (also \emptyset, \varnothing), an interval [a, b), (a, b], [a, b], an
+// inequality (x > 3, -2 \le x < 5, x \ne 1), \mathbb{R}, a union with \cup,
+// an equation, named values (x = 1, y = 2), or text.
+//
+// Expressions use integers, decimals (exact: 0.333 is 333/1000, not 1/3),
+// repeating decimals 0.1\overline{6}, scientific notation 1.5e3 and 1.5E-3
+// (only with the e directly after a digit), thousands separators "1{,}000",
+// "1\,000" and "1,000" (the last only outside brackets, after at most three
+// digits, with exactly three digits after each comma), \frac, \dfrac, \tfrac,
+// \cfrac (with braced or one-character arguments: \frac12), a/b, mixed numbers
+// (2\frac{1}{2} is 5/2), + - ± ∓, \cdot \times * ÷ \div, implicit
+// multiplication (2x, 2\pi, (x+1)(x-1); 1/2x is (1/2)·x), powers ^ and ** (an
+// unbraced exponent is one whole number, letter or command: 2^10 is 1024),
+// \sqrt{}, \sqrt[n]{}, sqrt(), √, ! and !!, \binom, |x|, \lfloor \rfloor,
+// \lceil \rceil, \gcd, \operatorname{lcm}, \max, \min, \log_b with a rational
+// result, \ln 1, \pi (π), i (the imaginary unit), \infty, \left and \right (and
+// the other sizing commands), \text{...}, \mathrm{...}, \mathbf{...} and the
+// like, \boxed{...} as a wrapper, and the Unicode forms of these symbols. Letters are variables (x_1,
+// \alpha, \theta included); e is a letter like any other. Every other command is
+// unsupported (Undetermined).
+//
+// Wrappers and marks that carry no value are dropped: $ delimiters, \$, spacing
+// commands, degree marks (30^\circ, 30°, \degree and "degrees" all mean 30; no
+// conversion to radians, except inside a trigonometric function, where x° is
+// x·π/180), and units: the words of a fixed list (cm, m, km, kg, s, hours,
+// dollars, units, ways, …; see isUnitWord), bare (of two or more letters) or in
+// \text{...}, with an optional power (cm^2). Any other run of four or more
+// letters, or any word inside \text{...} that is neither a unit nor "or"/"and",
+// makes the answer text. Text answers are Equal when their normalized forms
+// (lower case, markup removed, spaces collapsed) are identical, and Undetermined
+// otherwise.
+//
+// "v = rhs" and "v \in rhs" with a single variable v on the left are the answer
+// rhs, also inside lists: "n = 2, 3, 4" is the list 2, 3, 4. A list in which
+// every entry names a different variable ("x = 1, y = 2") is a set of named
+// values. ± and ∓ expand to the set of both signs, with all ± in an expression
+// taking the same sign (∓ the opposite): "\pm 2" is the set {2, -2}.
+//
+// # Comparison
+//
+// Scalars are compared by exact canonical forms: rational numbers; radicals of
+// rationals in canonical form (\sqrt{8} is 2\sqrt{2}, \sqrt[3]{16} is
+// 2\sqrt[3]{2}, products and quotients of radicals with rational coefficients,
+// 1/(\sqrt{3}-1) by cross-multiplication); i with i^2 = -1; π as a transcendental
+// atom; and polynomials and rational functions in the variables, expanded and
+// normalized. a/b = c/d is decided as a·d - c·b = 0 in canonical form, which is
+// exact because distinct canonical monomials are linearly independent. Functions
+// the checker does not evaluate (\sin, \ln 2, x^y, \sqrt{x}, …) become opaque
+// atoms named by their canonical arguments: equal atoms cancel, but a non-zero
+// difference that involves one is Undetermined, never NotEqual. Radicands are
+// factored exactly (trial division, Pollard's rho below 2^64, Baillie-PSW above);
+// a radicand that cannot be factored is Undetermined. Factorials and powers are
+// computed exactly within the fuel, so 1/2004! and 1/2006! are NotEqual, and
+// 2^{10^6} is Undetermined for lack of fuel.
+//
+// Percentages: when the gold answer is a percentage p%, an answer p% or p or
+// p/100 is Equal (25\% accepts 25\%, 25 and 0.25). When the gold answer is not a
+// percentage, an answer q% means q/100 (gold 0.25 accepts 25\%; gold 25 does not).
+//
+// Structures: sets and bare lists compare as finite sets (order and repetition do
+// not matter; a single value is a one-element set); tuples and pairs compare in
+// order, and a bare list or named values take the order of the tuple they meet;
+// named values compare by name; intervals, unions, inequalities and pairs met
+// with them compare as sets of real numbers: each side is reduced to sorted,
+// disjoint components (empty ones dropped, touching ones merged) with ends
+// ordered by a proven sign (interval arithmetic with exact integer bounds on
+// radicals and π), then compared end by end and openness by openness. Ends at
+// ±∞ are always open. When ends cannot be ordered (variables), only an exact
+// one-to-one match of components is decided (Equal). Equations are Equal when
+// one's lhs - rhs is a constant multiple of the other's; otherwise Undetermined.
+// Objects of different kinds (a set and a tuple, a number and an interval) are
+// NotEqual; an equation or text against anything else is Undetermined.
+//
+// Known false positives of looser checkers are NotEqual here: \pm 2021 and 2021,
+// n = 2, 3, 4 and n = 1, 2, 3, 1/2004! and 1/2006!.
+package mathverify
