@@ -1,0 +1,60 @@
+// Package sandbox runs an untrusted program with no network, read-only
+// inputs and bounded resources, and reports exactly what happened. It is the
+// only way feval executes submission code.
+//
+// # Model
+//
+// Run re-executes the calling binary (/proc/self/exe) as the sandbox init,
+// in fresh user, mount, pid, network, IPC, UTS and cgroup namespaces. The
+// init is pid 1 of the new pid namespace. It builds a minimal root file system
+// on a tmpfs (the host's /usr, /bin, /lib… and a few files of /etc bound
+// read-only, a fresh /proc, a /dev with only null, zero, full, random and
+// urandom, the Spec's inputs read-only under /in, a size-capped tmpfs at /tmp
+// and at /out, and optionally one host Unix socket at /run/feval.sock),
+// pivots into it, brings up loopback (the only interface), and then starts
+// the program from a thread on which it has dropped every capability, set
+// rlimits and no_new_privs, applied a Landlock ruleset where the kernel has
+// Landlock, and installed a seccomp filter. The program runs as UID 65534,
+// which outside the sandbox is an unprivileged user (nobody when the caller
+// is root, the caller itself otherwise). Its environment is exactly
+// Spec.Env; its standard input is /dev/null; it inherits no other
+// descriptor.
+//
+// When the program exits, the init kills everything left in the namespace and
+// reaps it; Run copies the regular files and directories of /out to
+// Spec.OutputDir and lets the init exit. On a time limit, a process-limit hit
+// or the end of the caller's context, Run kills the init, and the kernel kills
+// every process of the namespace with it: nothing outlives a run.
+//
+// Memory, process and CPU limits use a cgroup per run (v2 where the
+// controllers are delegated to the caller, v1 otherwise), which also reports
+// out-of-memory kills, refused forks and peak memory. A limit whose mechanism
+// is missing makes Run fail with an *UnavailableError and a ClassInfraError
+// result: the sandbox never runs a program with weaker isolation than the
+// Spec asks for. Spec.Unsandboxed is the one, explicit exception, for
+// development: its Result is marked Unsandboxed and must never become a
+// verdict.
+//
+// Denied system calls (ptrace, mount and the other mount-API calls, unshare,
+// setns, namespace-creating clone, kexec, bpf, module loading, reboot, swap)
+// end the run as ClassViolation naming the call: the seccomp filter hands
+// them to the init through a user-notification descriptor, so a violation by
+// any process of the tree is caught. Some other calls fail with EPERM without
+// ending the run, clone3 fails with ENOSYS (so that libc falls back to clone,
+// whose flags the filter can see), and socket families other than Unix, IPv4,
+// IPv6 and netlink fail with EAFNOSUPPORT.
+//
+// # Wiring
+//
+// A binary that calls Run or Check must call InitIfChild as the first
+// statement of main, and test binaries in TestMain:
+//
+//	func main() {
+//		sandbox.InitIfChild()
+//		…
+//	}
+//
+// Check reports which mechanisms the host provides and, through
+// Capabilities.Guarantees, which guarantees therefore hold. docs/SANDBOX.md
+// states the threat model.
+package sandbox

@@ -1,0 +1,84 @@
+package sandbox
+
+// The parent (Run) and the sandbox init (InitIfChild) talk over pipes. The
+// parent sends one initConfig as JSON and closes the pipe; the init answers
+// with initEvent JSON lines. When the init is ready to start the program it
+// reports how many tasks (threads) it has; the parent, which has put the init
+// in the run's cgroups, sets the process limit accordingly and writes one byte
+// on the control pipe to let the program start. Once the program has started,
+// the parent moves the init out of the run's cgroups and makes the limit
+// exact. The parent closes the control pipe to let the init exit.
+
+// initEnv is the environment variable that marks a process as a sandbox init.
+// Its value is the mode: "run" or "probe".
+const initEnv = "_FEVAL_SANDBOX_INIT"
+
+// Descriptor numbers in the init process.
+const (
+	fdConfig       = 3 // read: initConfig JSON
+	fdStatus       = 4 // write: initEvent lines
+	fdControl      = 5 // read: go byte, then EOF
+	fdTargetStderr = 6 // the program's stderr; fd 1 is the program's stdout
+)
+
+// initTaskAllowance is added to the process limit while the init starts up
+// in the run's cgroups, before the program exists.
+const initTaskAllowance = 64
+
+// initTaskSlack is added to the process limit, besides the init's tasks
+// counted just before the program starts, for the threads the init's runtime
+// may add until the parent moves the init out of the run's cgroups.
+const initTaskSlack = 4
+
+type initMount struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+	Dir    bool   `json:"dir"`
+}
+
+type initConfig struct {
+	RootDir     string      `json:"rootDir"`
+	Args        []string    `json:"args"`
+	Env         []string    `json:"env"`
+	Dir         string      `json:"dir"`
+	Inputs      []initMount `json:"inputs"`
+	Socket      string      `json:"socket"`
+	TmpBytes    int64       `json:"tmpBytes"`
+	OutputBytes int64       `json:"outputBytes"`
+	OutputFiles int64       `json:"outputFiles"`
+	OpenFiles   int64       `json:"openFiles"`
+	// SetUID makes the init switch the program to UID and GID; otherwise the
+	// init already runs as UID inside (single-uid mapping).
+	SetUID bool `json:"setUID"`
+	// Landlock applies a Landlock ruleset when the kernel has one.
+	Landlock bool `json:"landlock"`
+	// Notify makes denied system calls reach the init (seccomp user
+	// notification) so it can name them; otherwise they kill the caller.
+	Notify bool `json:"notify"`
+}
+
+const (
+	evReady   = "ready"
+	evStarted = "started"
+	evExited  = "exited"
+	evError   = "error"
+)
+
+type initEvent struct {
+	Event string `json:"e"`
+	// ready
+	Tasks int64 `json:"tasks,omitempty"`
+	// started
+	Landlock int `json:"landlock,omitempty"`
+	// exited
+	ExitCode   int    `json:"exitCode,omitempty"`
+	Signal     int    `json:"signal,omitempty"`
+	Violation  string `json:"violation,omitempty"`
+	Sigsys     bool   `json:"sigsys,omitempty"`
+	UserMicros int64  `json:"userMicros,omitempty"`
+	SysMicros  int64  `json:"sysMicros,omitempty"`
+	MaxRSSKiB  int64  `json:"maxRSSKiB,omitempty"`
+	// error
+	Stage   string `json:"stage,omitempty"`
+	Message string `json:"message,omitempty"`
+}

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"runtime"
+)
+
+var errNotLinux = errors.New("the sandbox needs Linux, this is " + runtime.GOOS)
+
+// InitIfChild does nothing outside Linux.
+func InitIfChild() {}
+
+// Run fails outside Linux: none of the guarantees can be provided.
+func Run(ctx context.Context, spec Spec) (Result, error) {
+	spec = spec.WithDefaults()
+	err := &UnavailableError{Guarantee: GuaranteeReadOnlyHost, Mechanism: "Linux namespaces", Err: errNotLinux}
+	return Result{Class: ClassInfraError, Detail: err.Error(), ExitCode: -1, Limits: spec.Limits, Unsandboxed: spec.Unsandboxed, Mechanisms: []string{}}, err
+}
+
+// Check reports no mechanisms outside Linux.
+func Check() Capabilities {
+	return Capabilities{Problems: []string{errNotLinux.Error()}}
+}

@@ -1,0 +1,179 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"unsafe"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// violationSyscalls end the run as a violation: there is no legitimate use for
+// them in a submission, and each is a step towards leaving the sandbox or
+// attacking the kernel (debugging other processes, changing mounts or
+// namespaces, loading code into the kernel).
+var violationSyscalls = []string{
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+	"mount", "umount2", "pivot_root", "chroot", "mount_setattr", "move_mount",
+	"open_tree", "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick",
+	"unshare", "setns",
+	"kexec_load", "kexec_file_load", "reboot",
+	"bpf", "init_module", "finit_module", "delete_module",
+	"swapon", "swapoff", "acct",
+}
+
+// deniedSyscalls fail with EPERM without ending the run: libraries probe some
+// of them, and none of them can do anything useful in the sandbox.
+var deniedSyscalls = []string{
+	"keyctl", "add_key", "request_key",
+	"userfaultfd", "perf_event_open", "fanotify_init",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"open_by_handle_at", "name_to_handle_at",
+	"quotactl", "quotactl_fd", "syslog", "iopl", "ioperm", "uselib", "vhangup",
+	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+	"sethostname", "setdomainname", "lookup_dcookie",
+}
+
+// nsCloneFlags are the clone flags that create namespaces.
+const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
+// allowedSocketFamilies may be passed to socket(2); other families (vsock,
+// packet, bluetooth, kernel crypto …) fail with EAFNOSUPPORT. AF_VSOCK in
+// particular is not confined by the network namespace.
+var allowedSocketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// seccompPolicy builds the filter policy. violation is the action for
+// violationSyscalls and namespace-creating clone calls.
+func seccompPolicy(violation seccomp.Action) seccomp.Policy {
+	family := make(seccomp.ArgumentConditions, 0, len(allowedSocketFamilies))
+	for _, f := range allowedSocketFamilies {
+		family = append(family, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: f})
+	}
+	return seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{
+			{
+				Names: violationSyscalls,
+				NamesWithCondtions: []seccomp.NameWithConditions{{
+					Name:       "clone",
+					Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: nsCloneFlags}},
+				}},
+				Action: violation,
+			},
+			{Names: deniedSyscalls, Action: seccomp.ActionErrno | seccomp.Action(unix.EPERM)},
+			// clone3 passes its flags in memory, out of the filter's sight:
+			// report it missing so that libc falls back to clone.
+			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
+			{
+				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "socket", Conditions: family}},
+				Action:             seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT),
+			},
+		},
+	}
+}
+
+// seccompProgram assembles the filter. It starts with a guard that kills any
+// process calling through a foreign system call ABI (such as 32-bit calls on
+// x86-64), which the policy's tables do not describe.
+func seccompProgram(violation seccomp.Action) ([]unix.SockFilter, error) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: %w", err)
+	}
+	p := seccompPolicy(violation)
+	insts, err := p.Assemble()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: assembling policy: %w", err)
+	}
+	guard := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
+	}
+	raw, err := bpf.Assemble(append(guard, insts...))
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: assembling BPF: %w", err)
+	}
+	out := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	return out, nil
+}
+
+// loadSeccomp installs prog on the calling thread. With notify it returns the
+// user-notification listener descriptor, otherwise -1.
+func loadSeccomp(prog []unix.SockFilter, notify bool) (int, error) {
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	var flags uintptr
+	if notify {
+		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+	}
+	r, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	if e != 0 {
+		return -1, fmt.Errorf("seccomp: loading filter: %w", e)
+	}
+	if !notify {
+		return -1, nil
+	}
+	return int(r), nil
+}
+
+// seccompActionAvailable reports whether the kernel supports a filter action.
+func seccompActionAvailable(a uint32) bool {
+	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&a)))
+	return e == 0
+}
+
+// seccompNotif and seccompNotifResp mirror struct seccomp_notif and struct
+// seccomp_notif_resp of linux/seccomp.h.
+type seccompNotif struct {
+	ID    uint64
+	PID   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// serveNotifications answers every notification on listener with EPERM and
+// calls onViolation with the system call's name. It returns when the
+// listener fails (the init is exiting).
+func serveNotifications(listener int, onViolation func(name string)) {
+	info, _ := arch.GetInfo("")
+	for {
+		var n seccompNotif
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+		if e == unix.EINTR || e == unix.ENOENT {
+			continue
+		}
+		if e != 0 {
+			return
+		}
+		name := fmt.Sprintf("syscall %d", n.Nr)
+		if info != nil {
+			if s, ok := info.SyscallNumbers[int(n.Nr)]; ok {
+				name = s
+			}
+		}
+		onViolation(name)
+		resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+		_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		if e != 0 && !errors.Is(e, syscall.ENOENT) {
+			return
+		}
+	}
+}
