@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/urfave/cli/v2"
@@ -17,6 +18,8 @@ import (
 )
 
 type ociDesc = ocispec.Descriptor
+
+type signerT = bundle.Signer
 
 // appEnv is what every command gets instead of globals: the standard streams.
 type appEnv struct {
@@ -55,6 +58,11 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			pullCommand(a),
 			fsckCommand(a),
 			envCommand(a),
+			taskCommand(a),
+			roundCommand(a),
+			commitCommand(a),
+			revealCommand(a),
+			revealsCommand(a),
 		},
 	}
 }

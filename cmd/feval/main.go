@@ -6,9 +6,14 @@ package main
 import (
 	"io"
 	"os"
+
+	"github.com/feval/feval/sandbox"
 )
 
 func main() {
+	// The sandbox re-executes this binary as the init of each sandboxed run;
+	// that must be decided before anything else happens.
+	sandbox.InitIfChild()
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
 

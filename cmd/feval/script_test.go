@@ -56,8 +56,11 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"corrupt": cmdCorrupt,
-			"status":  cmdStatus,
+			"corrupt":      cmdCorrupt,
+			"status":       cmdStatus,
+			"forge-reveal": cmdForgeReveal,
+			"envfile":      cmdEnvFile,
+			"salt-pushed":  cmdSaltPushed,
 		},
 	})
 }
@@ -143,4 +146,20 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
+}
+
+// cmdEnvFile sets an environment variable to a file's trimmed content, or to the
+// first N hex digits of the digest in it: envfile NAME FILE [N]. Scripts use it to
+// carry a printed digest forward.
+func cmdEnvFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: envfile NAME FILE [N]")
+	}
+	v := strings.TrimSpace(ts.ReadFile(args[1]))
+	if len(args) == 3 {
+		n, err := strconv.Atoi(args[2])
+		ts.Check(err)
+		v = strings.TrimPrefix(v, "sha256:")[:n]
+	}
+	ts.Setenv(args[0], v)
 }

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/protocol"
+	"github.com/urfave/cli/v2"
+)
+
+// clockOptions: the validator's clock reading and optional chain anchor.
+type clockOptions struct {
+	obs protocol.Observation
+}
+
+func (o *clockOptions) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "now", Usage: "the clock reading to record as first-seen time (RFC 3339; default: the system clock)"},
+		&cli.Int64Flag{Name: "height", Usage: "an external anchor (block height) to record with first-seen times", Value: -1, DefaultText: "none"},
+	}
+}
+
+func (o *clockOptions) Parse(c *cli.Context) error {
+	o.obs.Now = time.Now().UTC().Truncate(time.Second)
+	if s := c.String("now"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return usagef("--now %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", s)
+		}
+		o.obs.Now = t.UTC()
+	}
+	if h := c.Int64("height"); h >= 0 {
+		o.obs.Height = &h
+	}
+	return nil
+}
+
+func taskCommand(a *appEnv) *cli.Command {
+	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
+	return &cli.Command{
+		Name:  "task",
+		Usage: "manage tasks",
+		Subcommands: []*cli.Command{{
+			Name:      "create",
+			Usage:     "pack a task directory into a signed task artifact and print its digest",
+			ArgsUsage: "DIR",
+			Flags: append(append(append([]cli.Flag{
+				&cli.StringFlag{Name: "protocol", Usage: "rollouts, scenarios or optimizer; required"},
+				&cli.StringFlag{Name: "tag", Usage: "also name the task with this tag"},
+			}, st.Flags()...), k.Flags()...), out.Flags()...),
+			Action: func(c *cli.Context) error {
+				st.Parse(c)
+				k.Parse(c)
+				out.Parse(c)
+				if err := args(c, 1, "one DIR"); err != nil {
+					return err
+				}
+				p := c.String("protocol")
+				if !protocol.ValidProtocol(p) {
+					return usagef("--protocol %q: want one of %s", p, strings.Join(protocol.Protocols, ", "))
+				}
+				l, s, ts, err := openForWrite(a, st, k)
+				if err != nil {
+					return err
+				}
+				desc, err := protocol.CreateTask(c.Context, l, s, p, c.Args().First(), ts)
+				if err != nil {
+					return err
+				}
+				if err := tagAndClose(c.Context, l, desc, c.String("tag")); err != nil {
+					return err
+				}
+				return a.render(out, desc, func(w *tabw) { w.line("%s", desc.Digest) })
+			},
+		}},
+	}
+}
+
+func roundCommand(a *appEnv) *cli.Command {
+	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
+	return &cli.Command{
+		Name:  "round",
+		Usage: "manage rounds",
+		Subcommands: []*cli.Command{{
+			Name:  "open",
+			Usage: "write a signed round for a task: when commits and reveals close",
+			Flags: append(append(append([]cli.Flag{
+				&cli.StringFlag{Name: "task", Usage: "task digest, prefix or tag; required"},
+				&cli.StringFlag{Name: "commit-until", Usage: "end of the commit window: RFC 3339 UTC time or height:N; required"},
+				&cli.StringFlag{Name: "reveal-until", Usage: "end of the reveal window: RFC 3339 UTC time or height:N; required"},
+				&cli.StringFlag{Name: "tag", Usage: "also name the round with this tag"},
+			}, st.Flags()...), k.Flags()...), out.Flags()...),
+			Action: func(c *cli.Context) error {
+				st.Parse(c)
+				k.Parse(c)
+				out.Parse(c)
+				if err := args(c, 0, "no arguments"); err != nil {
+					return err
+				}
+				for _, f := range []string{"task", "commit-until", "reveal-until"} {
+					if c.String(f) == "" {
+						return usagef("--%s is required", f)
+					}
+				}
+				cu, err := protocol.ParseWindow(c.String("commit-until"))
+				if err != nil {
+					return usagef("--commit-until %v", err)
+				}
+				ru, err := protocol.ParseWindow(c.String("reveal-until"))
+				if err != nil {
+					return usagef("--reveal-until %v", err)
+				}
+				l, s, ts, err := openForWrite(a, st, k)
+				if err != nil {
+					return err
+				}
+				task, err := cas.ResolveRef(c.Context, l, c.String("task"))
+				if err != nil {
+					return err
+				}
+				desc, err := protocol.OpenRound(c.Context, l, s, task, cu, ru, ts)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				if err := tagAndClose(c.Context, l, desc, c.String("tag")); err != nil {
+					return err
+				}
+				return a.render(out, desc, func(w *tabw) { w.line("%s", desc.Digest) })
+			},
+		}},
+	}
+}
+
+func commitCommand(a *appEnv) *cli.Command {
+	st, k, rem, out := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}
+	return &cli.Command{
+		Name:      "commit",
+		Usage:     "miner: pack a submission privately and print the commitment to publish",
+		ArgsUsage: "PATH",
+		Flags: append(append(append(append([]cli.Flag{
+			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
+			&cli.StringFlag{Name: "to", Usage: "also push the commitment (never the submission) to this registry repository"},
+		}, st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			k.Parse(c)
+			rem.Parse(c)
+			out.Parse(c)
+			if err := args(c, 1, "one PATH"); err != nil {
+				return err
+			}
+			if c.String("round") == "" {
+				return usagef("--round is required (pull the round first with 'feval pull')")
+			}
+			var dst *cas.Remote
+			if to := c.String("to"); to != "" {
+				r, _, err := rem.Open(to)
+				if err != nil {
+					return err
+				}
+				dst = r
+			}
+			l, s, ts, err := openForWrite(a, st, k)
+			if err != nil {
+				return err
+			}
+			round, err := cas.ResolveRef(c.Context, l, c.String("round"))
+			if err != nil {
+				return err
+			}
+			res, err := protocol.Commit(c.Context, l, s, round, c.Args().First(), ts, rand.Reader)
+			if err != nil {
+				return err
+			}
+			if err := l.Close(); err != nil {
+				return err
+			}
+			if dst != nil {
+				if _, err := cas.Copy(c.Context, l, dst, res.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+					return fmt.Errorf("pushing commitment: %w", err)
+				}
+			}
+			return a.render(out, res, func(w *tabw) { w.line("%s", res.Commitment) })
+		},
+	}
+}
+
+func revealCommand(a *appEnv) *cli.Command {
+	st, k, rem, out := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}
+	return &cli.Command{
+		Name:      "reveal",
+		Usage:     "miner: open a commitment: push the submission and a signed reveal (salt included)",
+		ArgsUsage: "COMMITMENT",
+		Flags: append(append(append(append([]cli.Flag{
+			&cli.StringFlag{Name: "to", Usage: "registry repository to push the reveal and submission to"},
+		}, st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			k.Parse(c)
+			rem.Parse(c)
+			out.Parse(c)
+			if err := args(c, 1, "one COMMITMENT"); err != nil {
+				return err
+			}
+			var dst *cas.Remote
+			if to := c.String("to"); to != "" {
+				r, _, err := rem.Open(to)
+				if err != nil {
+					return err
+				}
+				dst = r
+			}
+			l, s, ts, err := openForWrite(a, st, k)
+			if err != nil {
+				return err
+			}
+			sec, err := protocol.LoadSecret(l, c.Args().First())
+			if err != nil {
+				return err
+			}
+			res, err := protocol.RevealCommitment(c.Context, l, s, sec, ts)
+			if err != nil {
+				return err
+			}
+			if err := l.Close(); err != nil {
+				return err
+			}
+			if dst != nil {
+				sub, err := l.Resolve(c.Context, res.Submission.String())
+				if err != nil {
+					return err
+				}
+				if _, err := cas.Copy(c.Context, l, dst, sub, cas.CopyOptions{Referrers: true}); err != nil {
+					return fmt.Errorf("pushing submission: %w", err)
+				}
+				if _, err := cas.Copy(c.Context, l, dst, res.Reveal, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+					return fmt.Errorf("pushing reveal: %w", err)
+				}
+			}
+			return a.render(out, res, func(w *tabw) { w.line("%s", res.Reveal.Digest) })
+		},
+	}
+}
+
+func revealsCommand(a *appEnv) *cli.Command {
+	st, rem, out, clk := &storeOptions{}, &remoteOptions{}, &outputOptions{}, &clockOptions{}
+	return &cli.Command{
+		Name:  "reveals",
+		Usage: "validator: collect a round's commitments and reveals, record when each was first seen, and list every reveal with its status",
+		Flags: append(append(append(append([]cli.Flag{
+			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
+			&cli.StringFlag{Name: "from", Usage: "registry repository to collect from (default: the local store only)"},
+		}, st.Flags()...), rem.Flags()...), clk.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			rem.Parse(c)
+			out.Parse(c)
+			if err := clk.Parse(c); err != nil {
+				return err
+			}
+			if err := args(c, 0, "no arguments"); err != nil {
+				return err
+			}
+			if c.String("round") == "" {
+				return usagef("--round is required")
+			}
+			l, err := st.Open()
+			if err != nil {
+				return err
+			}
+			var src cas.Store = l
+			if from := c.String("from"); from != "" {
+				if src, _, err = rem.Open(from); err != nil {
+					return err
+				}
+			}
+			round, err := resolveIn(c.Context, l, src, c.String("round"))
+			if err != nil {
+				return err
+			}
+			seen, err := protocol.Collect(c.Context, src, l, round, clk.obs)
+			if err != nil {
+				return err
+			}
+			rep, err := protocol.CheckRound(c.Context, l, round, seen, clk.obs, evaluate.Gate)
+			if err != nil {
+				return err
+			}
+			return a.render(out, rep, func(w *tabw) {
+				w.row("COMMITMENT", "MINER", "REVEAL", "STATUS", "REASON", "DETAIL")
+				for _, e := range append(rep.Entries, rep.Extra...) {
+					w.row(short(e.Commitment), short(e.Miner), short(e.Reveal.String()), e.Status, e.Reason, e.Detail)
+				}
+			})
+		},
+	}
+}
+
+func short(s string) string {
+	s = strings.TrimPrefix(s, "sha256:")
+	if len(s) > 12 {
+		return s[:12]
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// resolveIn resolves ref in the local store, else in src.
+func resolveIn(ctx context.Context, l *cas.Layout, src cas.Store, ref string) (ociDesc, error) {
+	d, err := cas.ResolveRef(ctx, l, ref)
+	if err == nil || src == cas.Store(l) {
+		return d, err
+	}
+	return cas.ResolveRef(ctx, src, ref)
+}
+
+// openForWrite opens the local store and the signing key, and reads the fixed
+// creation time, before anything is written.
+func openForWrite(a *appEnv, st *storeOptions, k *keyOptions) (*cas.Layout, *signerT, string, error) {
+	ts, err := created()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	l, err := st.Open()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	s, err := k.Signer(a)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return l, s, ts, nil
+}
+
+func tagAndClose(ctx context.Context, l *cas.Layout, desc ociDesc, tag string) error {
+	if tag != "" {
+		if err := l.Tag(ctx, desc, tag); err != nil {
+			return err
+		}
+	}
+	return l.Close()
+}

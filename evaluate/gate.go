@@ -1,0 +1,47 @@
+// Package evaluate is where the protocol drivers meet: it dispatches the static
+// gate, the evaluation and the replay of each competition kind, so that
+// 'feval evaluate' and 'feval replay' share one code path per protocol.
+package evaluate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+
+	"github.com/feval/feval/gate"
+	"github.com/feval/feval/protocol/rollouts"
+)
+
+// ScenarioTask is the part of a scenarios task's task.json the gate needs.
+type ScenarioTask struct {
+	Models []string `json:"models"`
+}
+
+// Gate runs the static gate of protocol over a submission tree. It never
+// executes submission code. It satisfies protocol.GateFunc.
+func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation, error) {
+	switch protocol {
+	case "optimizer":
+		return gate.Optimizer(sub, gate.DefaultOptimizerLimits())
+	case "scenarios":
+		b, err := fs.ReadFile(task, "task.json")
+		if err != nil {
+			return nil, fmt.Errorf("scenarios task: %w", err)
+		}
+		var st ScenarioTask
+		if err := json.Unmarshal(b, &st); err != nil || len(st.Models) == 0 {
+			return nil, fmt.Errorf("scenarios task.json must list the allowed models")
+		}
+		return gate.Scenarios(sub, st.Models, gate.DefaultScenarioLimits())
+	case "rollouts":
+		t, err := rollouts.LoadTask(task)
+		if err != nil {
+			return nil, err
+		}
+		lim := gate.DefaultRolloutLimits()
+		lim.MaxRowBytes = t.Spec.MaxRowBytes
+		return gate.Rollouts(sub, t.IDs(), lim)
+	}
+	return nil, fmt.Errorf("unknown protocol %q", protocol)
+}

@@ -1,0 +1,311 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/gate"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Reveal statuses and rejection reasons. The reasons are part of the protocol:
+// docs/PROTOCOL.md lists them and verdicts carry them.
+const (
+	StatusAccepted   = "accepted"
+	StatusRejected   = "rejected"
+	StatusPending    = "pending"    // committed, not yet revealed, reveal window open
+	StatusUnrevealed = "unrevealed" // committed, reveal window closed without a reveal
+
+	ReasonMalformed          = "malformed"           // a record does not have the required form
+	ReasonBadSignature       = "bad_signature"       // commitment not signed by the key it names
+	ReasonKeyMismatch        = "key_mismatch"        // reveal or submission not signed by the committing key
+	ReasonRoundMismatch      = "round_mismatch"      // reveal names another round, miner or commitment
+	ReasonCommitmentMismatch = "commitment_mismatch" // salt and submission do not hash to the commitment
+	ReasonCommitLate         = "commit_late"         // commitment first seen after the commit window
+	ReasonRevealEarly        = "reveal_early"        // reveal first seen before the commit window closed
+	ReasonRevealLate         = "reveal_late"         // reveal first seen after the reveal window
+	ReasonDoubleReveal       = "double_reveal"       // another reveal of this commitment came first
+	ReasonCopy               = "copy"                // same content under an earlier commitment of another key
+	ReasonSubmissionMissing  = "submission_missing"  // the revealed submission is not available
+	ReasonGateFailed         = "gate_failed"         // the protocol's static gate rejected the submission
+)
+
+// GateFunc runs the static gate of a protocol over a submission tree, given the
+// task tree. It never executes submission code.
+type GateFunc func(ctx context.Context, protocol string, task, submission fs.FS) ([]gate.Violation, error)
+
+// Entry is the status of one commitment and, if any, its reveal.
+type Entry struct {
+	Commitment         string           `json:"commitment"`
+	CommitmentArtifact digest.Digest    `json:"commitment_artifact"`
+	Miner              string           `json:"miner"`
+	CommitSeen         Seen             `json:"commit_seen"`
+	Reveal             digest.Digest    `json:"reveal,omitempty"`
+	RevealSeen         *Seen            `json:"reveal_seen,omitempty"`
+	Submission         digest.Digest    `json:"submission,omitempty"`
+	Content            digest.Digest    `json:"content,omitempty"`
+	Status             string           `json:"status"`
+	Reason             string           `json:"reason,omitempty"`
+	Detail             string           `json:"detail,omitempty"`
+	Violations         []gate.Violation `json:"violations,omitempty"`
+}
+
+// RoundReport is the status of every commitment of a round, in commitment order.
+type RoundReport struct {
+	Round   digest.Digest `json:"round"`
+	Task    digest.Digest `json:"task"`
+	Entries []Entry       `json:"entries"`
+	// Extra lists reveals that lost to an earlier reveal of the same commitment.
+	Extra []Entry `json:"extra"`
+}
+
+// Find returns the entry of a reveal (accepted or not).
+func (r RoundReport) Find(reveal digest.Digest) (Entry, bool) {
+	for _, e := range append(append([]Entry{}, r.Entries...), r.Extra...) {
+		if e.Reveal == reveal {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// CheckRound applies every reveal check to the commitments and reveals of a round
+// held in the store, using the validator's first-seen records as the clock and
+// obs.Now to tell pending from unrevealed. It trusts nothing a record says about
+// itself: signatures are checked against the key the commitment binds, and the
+// commitment hash is recomputed.
+func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, seen map[digest.Digest]Seen, obs Observation, gateFn GateFunc) (RoundReport, error) {
+	var r Round
+	if _, err := LoadAs(ctx, st, round, KindRound, &r); err != nil {
+		return RoundReport{}, fmt.Errorf("reading round: %w", err)
+	}
+	rep := RoundReport{Round: round.Digest, Task: r.Task, Entries: []Entry{}, Extra: []Entry{}}
+	commits, err := st.Referrers(ctx, round, bundle.ArtifactType(KindCommitment))
+	if err != nil {
+		return rep, err
+	}
+	var taskFS fs.FS
+	loadTask := func() (fs.FS, error) {
+		if taskFS != nil {
+			return taskFS, nil
+		}
+		desc, err := st.Resolve(ctx, r.Task.String())
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", r.Task, err)
+		}
+		var t Task
+		art, err := LoadAs(ctx, st, desc, KindTask, &t)
+		if err != nil {
+			return nil, err
+		}
+		files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
+		if err != nil {
+			return nil, err
+		}
+		taskFS = bundle.TreeFS(files)
+		return taskFS, nil
+	}
+	for _, cd := range commits {
+		s, ok := seen[cd.Digest]
+		if !ok {
+			continue // not observed by this validator: no clock reading, no status
+		}
+		e, key := checkCommitment(ctx, st, cd, round.Digest, r, s)
+		if e.Status == StatusRejected || key == nil {
+			rep.Entries = append(rep.Entries, e)
+			continue
+		}
+		reveals, err := st.Referrers(ctx, cd, bundle.ArtifactType(KindReveal))
+		if err != nil {
+			return rep, err
+		}
+		var cands []Entry
+		for _, rd := range reveals {
+			rs, ok := seen[rd.Digest]
+			if !ok {
+				continue
+			}
+			re := e
+			re.Reveal, re.RevealSeen = rd.Digest, &rs
+			checkReveal(ctx, st, &re, rd, round.Digest, r, key, loadTask, gateFn, r.Protocol)
+			cands = append(cands, re)
+		}
+		if len(cands) == 0 {
+			e.Status = StatusPending
+			if !within(obs.seen(), r.RevealUntil) {
+				e.Status = StatusUnrevealed
+			}
+			rep.Entries = append(rep.Entries, e)
+			continue
+		}
+		// The first reveal seen (ties: smaller digest) answers the commitment.
+		sort.Slice(cands, func(i, j int) bool {
+			a, b := cands[i], cands[j]
+			if a.RevealSeen.Time != b.RevealSeen.Time {
+				return a.RevealSeen.Time < b.RevealSeen.Time
+			}
+			return a.Reveal < b.Reveal
+		})
+		rep.Entries = append(rep.Entries, cands[0])
+		for _, c := range cands[1:] {
+			c.Status, c.Reason, c.Detail = StatusRejected, ReasonDoubleReveal, "commitment already revealed by "+cands[0].Reveal.String()
+			c.Violations = nil
+			rep.Extra = append(rep.Extra, c)
+		}
+	}
+	sort.SliceStable(rep.Entries, func(i, j int) bool { return commitBefore(rep.Entries[i], rep.Entries[j]) })
+	// Copies: the earliest commitment of a content wins; later ones from other keys lose.
+	first := map[digest.Digest]Entry{}
+	for i, e := range rep.Entries {
+		if e.Status != StatusAccepted {
+			continue
+		}
+		if orig, ok := first[e.Content]; ok && orig.Miner != e.Miner {
+			rep.Entries[i].Status, rep.Entries[i].Reason = StatusRejected, ReasonCopy
+			rep.Entries[i].Detail = "same content as " + orig.Submission.String() + " committed earlier by " + orig.Miner[:16]
+			continue
+		}
+		if _, ok := first[e.Content]; !ok {
+			first[e.Content] = e
+		}
+	}
+	sort.SliceStable(rep.Extra, func(i, j int) bool { return rep.Extra[i].Reveal < rep.Extra[j].Reveal })
+	return rep, nil
+}
+
+func commitBefore(a, b Entry) bool {
+	if a.CommitSeen.Time != b.CommitSeen.Time {
+		return a.CommitSeen.Time < b.CommitSeen.Time
+	}
+	return a.Commitment < b.Commitment
+}
+
+func reject(e *Entry, reason, format string, a ...any) {
+	e.Status, e.Reason, e.Detail = StatusRejected, reason, fmt.Sprintf(format, a...)
+}
+
+// checkCommitment loads a commitment, checks its form, its signature against the
+// key it carries, and its timing. It returns the miner's key when the commitment
+// is sound.
+func checkCommitment(ctx context.Context, st cas.Store, cd ocispec.Descriptor, round digest.Digest, r Round, s Seen) (Entry, *bundle.PublicKey) {
+	e := Entry{CommitmentArtifact: cd.Digest, CommitSeen: s, Status: StatusAccepted}
+	var c Commitment
+	art, err := LoadAs(ctx, st, cd, KindCommitment, &c)
+	if err != nil {
+		reject(&e, ReasonMalformed, "%v", err)
+		return e, nil
+	}
+	e.Commitment, e.Miner = c.Commitment, c.Miner
+	if err := c.Validate(); err != nil || c.Round != round || len(art.Payloads) != 1 {
+		reject(&e, ReasonMalformed, "commitment record or layers do not have the required form")
+		return e, nil
+	}
+	pem, err := bundle.ReadPayload(ctx, st, art.Payloads[0], 16<<10)
+	if err != nil {
+		reject(&e, ReasonMalformed, "miner key: %v", err)
+		return e, nil
+	}
+	key, err := bundle.ParsePublicKey(pem)
+	if err != nil || key.Fingerprint != c.Miner {
+		reject(&e, ReasonMalformed, "the key in the commitment is not the miner %s", c.Miner)
+		return e, nil
+	}
+	if _, err := bundle.VerifySignatures(ctx, st, cd, []*bundle.PublicKey{key}); err != nil {
+		reject(&e, ReasonBadSignature, "commitment is not signed by its miner's key")
+		return e, nil
+	}
+	if !within(s, r.CommitUntil) {
+		reject(&e, ReasonCommitLate, "first seen %s, commits closed %s", seenString(s), r.CommitUntil)
+		return e, key
+	}
+	return e, key
+}
+
+func checkReveal(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descriptor, roundDigest digest.Digest, r Round, key *bundle.PublicKey, loadTask func() (fs.FS, error), gateFn GateFunc, protocol string) {
+	e.Status, e.Reason, e.Detail = StatusAccepted, "", ""
+	var rv Reveal
+	if _, err := LoadAs(ctx, st, rd, KindReveal, &rv); err != nil {
+		reject(e, ReasonMalformed, "%v", err)
+		return
+	}
+	if err := rv.Validate(); err != nil {
+		reject(e, ReasonMalformed, "%v", err)
+		return
+	}
+	e.Submission = rv.Submission
+	if _, err := bundle.VerifySignatures(ctx, st, rd, []*bundle.PublicKey{key}); err != nil {
+		reject(e, ReasonKeyMismatch, "reveal is not signed by the committing key %s", key.Fingerprint[:16])
+		return
+	}
+	if rv.Commitment != e.Commitment || rv.Round != roundDigest || rv.Miner != e.Miner {
+		reject(e, ReasonRoundMismatch, "reveal names another commitment, round or miner")
+		return
+	}
+	if !rv.Opens() {
+		reject(e, ReasonCommitmentMismatch, "salt and submission %s do not hash to %s", rv.Submission, rv.Commitment)
+		return
+	}
+	if within(*e.RevealSeen, r.CommitUntil) {
+		reject(e, ReasonRevealEarly, "first seen %s, before commits closed %s", seenString(*e.RevealSeen), r.CommitUntil)
+		return
+	}
+	if !within(*e.RevealSeen, r.RevealUntil) {
+		reject(e, ReasonRevealLate, "first seen %s, reveals closed %s", seenString(*e.RevealSeen), r.RevealUntil)
+		return
+	}
+	sd, err := st.Resolve(ctx, rv.Submission.String())
+	if err != nil {
+		reject(e, ReasonSubmissionMissing, "%v", err)
+		return
+	}
+	var content bundle.ContentRecord
+	subArt, err := LoadAs(ctx, st, sd, KindSubmission, &content)
+	if err != nil {
+		if errors.Is(err, cas.ErrNotFound) {
+			reject(e, ReasonSubmissionMissing, "%v", err)
+		} else {
+			reject(e, ReasonMalformed, "submission: %v", err)
+		}
+		return
+	}
+	if _, err := bundle.VerifySignatures(ctx, st, sd, []*bundle.PublicKey{key}); err != nil {
+		reject(e, ReasonKeyMismatch, "submission is not signed by the committing key")
+		return
+	}
+	files, err := bundle.LoadTree(ctx, st, subArt, bundle.DefaultLimits)
+	if err != nil {
+		reject(e, ReasonMalformed, "submission content: %v", err)
+		return
+	}
+	e.Content = content.Content.Digest
+	if gateFn == nil {
+		return
+	}
+	task, err := loadTask()
+	if err != nil {
+		reject(e, ReasonMalformed, "task: %v", err)
+		return
+	}
+	vs, err := gateFn(ctx, protocol, task, bundle.TreeFS(files))
+	if err != nil {
+		reject(e, ReasonGateFailed, "gate could not run: %v", err)
+		return
+	}
+	if len(vs) > 0 {
+		e.Violations = vs
+		reject(e, ReasonGateFailed, "%d violations, first: %s", len(vs), vs[0].Rule)
+	}
+}
+
+func seenString(s Seen) string {
+	if s.Height != nil {
+		return fmt.Sprintf("%s (height %d)", s.Time, *s.Height)
+	}
+	return s.Time
+}

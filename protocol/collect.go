@@ -1,0 +1,60 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Collect brings a round's commitments, reveals and revealed submissions (with
+// their signatures) from src into the validator's layout, then records obs as the
+// first-seen time of every commitment and reveal not seen before. src may be the
+// layout itself. It returns the first-seen records.
+func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.Descriptor, obs Observation) (map[digest.Digest]Seen, error) {
+	if src != cas.Store(l) {
+		if _, err := cas.Copy(ctx, src, l, round, cas.CopyOptions{Referrers: true, Subjects: true}); err != nil {
+			return nil, fmt.Errorf("collecting round %s: %w", round.Digest, err)
+		}
+	}
+	var observed []digest.Digest
+	commits, err := l.Referrers(ctx, round, bundle.ArtifactType(KindCommitment))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range commits {
+		observed = append(observed, c.Digest)
+		reveals, err := l.Referrers(ctx, c, bundle.ArtifactType(KindReveal))
+		if err != nil {
+			return nil, err
+		}
+		for _, rd := range reveals {
+			observed = append(observed, rd.Digest)
+			var rv Reveal
+			if _, err := LoadAs(ctx, l, rd, KindReveal, &rv); err != nil || rv.Validate() != nil {
+				continue // CheckRound reports it
+			}
+			if _, err := l.Resolve(ctx, rv.Submission.String()); err == nil || src == cas.Store(l) {
+				continue
+			}
+			sd, err := src.Resolve(ctx, rv.Submission.String())
+			if errors.Is(err, cas.ErrNotFound) {
+				continue // reported as submission_missing
+			}
+			if err != nil {
+				return nil, err
+			}
+			if _, err := cas.Copy(ctx, src, l, sd, cas.CopyOptions{Referrers: true}); err != nil {
+				return nil, fmt.Errorf("collecting submission %s: %w", rv.Submission, err)
+			}
+		}
+	}
+	if err := l.Flush(); err != nil {
+		return nil, err
+	}
+	return Observe(l, observed, obs)
+}

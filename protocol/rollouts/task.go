@@ -1,0 +1,137 @@
+// Package rollouts is the protocol driver for verifiable post-training
+// (competition kind B): a miner commits one rollout row per task; a validator
+// audits a beacon-selected sample of rows by recomputing their rewards with the
+// deterministic checkers of package scoring, and signs a verdict that anyone can
+// replay.
+package rollouts
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/feval/feval/scoring/ifeval"
+	"github.com/feval/feval/scoring/mathverify"
+)
+
+// Files of a rollouts task directory.
+const (
+	TaskFile  = "task.json"
+	TasksFile = "tasks.jsonl"
+)
+
+// Task kinds.
+const (
+	KindMath = "math"
+	KindIF   = "if"
+)
+
+// Spec is task.json: the parameters of a rollouts task.
+type Spec struct {
+	Protocol    string   `json:"protocol"` // "rollouts"
+	Rows        int      `json:"rows"`
+	AuditRows   int      `json:"audit_rows"`
+	MaxRowBytes int      `json:"max_row_bytes"`
+	Checkers    Checkers `json:"checkers"`
+	MathFuel    int      `json:"math_fuel"`
+}
+
+// Checkers names the checker versions the task's rewards are defined by.
+type Checkers struct {
+	Math string `json:"math"`
+	IF   string `json:"if"`
+}
+
+// CurrentCheckers are the checker versions this build implements.
+var CurrentCheckers = Checkers{Math: mathverify.Version, IF: ifeval.Version}
+
+// Item is one line of tasks.jsonl.
+type Item struct {
+	TaskID string `json:"task_id"`
+	Kind   string `json:"kind"`
+	Prompt string `json:"prompt"`
+	// Math: the reference answer (LaTeX).
+	Answer string `json:"answer,omitempty"`
+	// IF: IFEval instruction ids and their arguments.
+	InstructionIDs []string         `json:"instruction_id_list,omitempty"`
+	Kwargs         []map[string]any `json:"kwargs,omitempty"`
+}
+
+// LoadedTask is a parsed task directory.
+type LoadedTask struct {
+	Spec  Spec
+	Items []Item
+	index map[string]int
+}
+
+// ErrTask reports a task directory that does not have the rollouts form.
+var ErrTask = errors.New("malformed rollouts task")
+
+// LoadTask reads task.json and tasks.jsonl from a task tree.
+func LoadTask(fsys fs.FS) (*LoadedTask, error) {
+	b, err := fs.ReadFile(fsys, TaskFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTask, err)
+	}
+	var t LoadedTask
+	if err := json.Unmarshal(b, &t.Spec); err != nil {
+		return nil, fmt.Errorf("%w: task.json: %v", ErrTask, err)
+	}
+	s := t.Spec
+	if s.Protocol != "rollouts" || s.Rows <= 0 || s.AuditRows <= 0 || s.AuditRows > s.Rows || s.MaxRowBytes <= 0 {
+		return nil, fmt.Errorf("%w: task.json has bad parameters", ErrTask)
+	}
+	if s.Checkers != CurrentCheckers {
+		return nil, fmt.Errorf("%w: task needs checkers %+v, this feval has %+v", ErrTask, s.Checkers, CurrentCheckers)
+	}
+	f, err := fsys.Open(TasksFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTask, err)
+	}
+	defer f.Close()
+	t.index = map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		var it Item
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		dec.UseNumber()
+		if err := dec.Decode(&it); err != nil {
+			return nil, fmt.Errorf("%w: tasks.jsonl line %d: %v", ErrTask, line, err)
+		}
+		if _, dup := t.index[it.TaskID]; dup || it.TaskID == "" || (it.Kind != KindMath && it.Kind != KindIF) {
+			return nil, fmt.Errorf("%w: tasks.jsonl line %d: bad or duplicate task", ErrTask, line)
+		}
+		t.index[it.TaskID] = len(t.Items)
+		t.Items = append(t.Items, it)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTask, err)
+	}
+	if len(t.Items) != s.Rows {
+		return nil, fmt.Errorf("%w: %d tasks, task.json says %d", ErrTask, len(t.Items), s.Rows)
+	}
+	return &t, nil
+}
+
+// IDs returns the task ids in file order.
+func (t *LoadedTask) IDs() []string {
+	ids := make([]string, len(t.Items))
+	for i, it := range t.Items {
+		ids[i] = it.TaskID
+	}
+	return ids
+}
+
+// Item returns the task with the given id.
+func (t *LoadedTask) Item(id string) (Item, bool) {
+	i, ok := t.index[id]
+	if !ok {
+		return Item{}, false
+	}
+	return t.Items[i], true
+}
