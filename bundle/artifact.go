@@ -174,34 +174,35 @@ type Artifact struct {
 	Created string
 }
 
-// Write stores the artifact's record layer, the empty config and the manifest, and
-// returns the manifest descriptor. The manifest is canonical JSON, so equal inputs
-// give equal digests.
-func Write(ctx context.Context, s cas.Store, a Artifact) (ocispec.Descriptor, error) {
+// Encoded is an artifact in bytes: what Write stores.
+type Encoded struct {
+	Manifest []byte
+	Desc     ocispec.Descriptor // the manifest's descriptor
+	Record   []byte
+	RecordD  ocispec.Descriptor
+}
+
+// Encode builds an artifact's record layer and manifest without storing them.
+// The manifest is canonical JSON, so equal inputs give equal digests; replay uses
+// Encode to regenerate a record's digest.
+func Encode(a Artifact) (Encoded, error) {
 	if !ValidKind(a.Kind) {
-		return ocispec.Descriptor{}, fmt.Errorf("kind %q: want lower-case letters, digits and '-'", a.Kind)
+		return Encoded{}, fmt.Errorf("kind %q: want lower-case letters, digits and '-'", a.Kind)
 	}
 	rec, err := Canonical(a.Record)
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("encoding %s record: %w", a.Kind, err)
+		return Encoded{}, fmt.Errorf("encoding %s record: %w", a.Kind, err)
 	}
 	at := ArtifactType(a.Kind)
-	recDesc, err := PushBytes(ctx, s, at, rec)
-	if err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	recDesc.Annotations = map[string]string{ocispec.AnnotationTitle: "record.json"}
-	cfg, err := PushBytes(ctx, s, ocispec.MediaTypeEmptyJSON, ocispec.DescriptorEmptyJSON.Data)
-	if err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	cfg.Data = ocispec.DescriptorEmptyJSON.Data
+	recDesc := ocispec.Descriptor{MediaType: at, Digest: digest.FromBytes(rec), Size: int64(len(rec)),
+		Annotations: map[string]string{ocispec.AnnotationTitle: "record.json"}}
+	cfg := ocispec.DescriptorEmptyJSON
 	created := a.Created
 	if created == "" {
 		created = EpochCreated
 	}
 	m := ocispec.Manifest{
-		Versioned:    specs.Versioned{SchemaVersion: 2},
+		Versioned:    manifestVersion,
 		MediaType:    ocispec.MediaTypeImageManifest,
 		ArtifactType: at,
 		Config:       cfg,
@@ -211,14 +212,29 @@ func Write(ctx context.Context, s cas.Store, a Artifact) (ocispec.Descriptor, er
 	}
 	mb, err := Canonical(m)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return Encoded{}, err
 	}
-	desc, err := PushBytes(ctx, s, ocispec.MediaTypeImageManifest, mb)
+	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(mb), Size: int64(len(mb)), ArtifactType: at}
+	return Encoded{Manifest: mb, Desc: desc, Record: rec, RecordD: recDesc}, nil
+}
+
+// Write stores the artifact's record layer, the empty config and the manifest, and
+// returns the manifest descriptor.
+func Write(ctx context.Context, s cas.Store, a Artifact) (ocispec.Descriptor, error) {
+	enc, err := Encode(a)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	desc.ArtifactType = at
-	return desc, nil
+	if _, err := PushBytes(ctx, s, enc.RecordD.MediaType, enc.Record); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if _, err := PushBytes(ctx, s, ocispec.MediaTypeEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if _, err := PushBytes(ctx, s, ocispec.MediaTypeImageManifest, enc.Manifest); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return enc.Desc, nil
 }
 
 // Loaded is a feval artifact read back from a store and checked for form.

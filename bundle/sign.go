@@ -167,6 +167,10 @@ type SignedArtifact struct {
 	MediaType    string `json:"mediaType"`
 	Size         int64  `json:"size"`
 	Signer       string `json:"signer"`
+	// PublicKey is the signer's key (PEM), so a signature can be checked
+	// without a key directory; whether to trust it is the verifier's decision,
+	// by fingerprint.
+	PublicKey string `json:"publicKey"`
 }
 
 // PAE is DSSE's pre-authentication encoding, the bytes actually signed.
@@ -190,7 +194,7 @@ func (s *Signer) SignatureBytes(target ocispec.Descriptor) ([]byte, error) {
 		Type:          StatementType,
 		Subject:       []StatementSubject{{Name: target.Digest.String(), Digest: map[string]string{"sha256": target.Digest.Encoded()}}},
 		PredicateType: PredicateType,
-		Predicate:     SignedArtifact{ArtifactType: target.ArtifactType, MediaType: target.MediaType, Size: target.Size, Signer: s.pub.Fingerprint},
+		Predicate:     SignedArtifact{ArtifactType: target.ArtifactType, MediaType: target.MediaType, Size: target.Size, Signer: s.pub.Fingerprint, PublicKey: string(s.pub.PEM)},
 	}
 	payload, err := Canonical(st)
 	if err != nil {
@@ -375,4 +379,72 @@ func short(fp string) string {
 		return fp[:16]
 	}
 	return fp
+}
+
+// Signers returns the fingerprints of the keys that validly signed target, each
+// signature checked against the public key its statement carries (sorted). It
+// says who signed, not whom to trust: the caller compares the fingerprints with
+// its own list. Malformed or failing signatures are returned as errors.
+func Signers(ctx context.Context, st cas.Store, target ocispec.Descriptor) ([]string, error) {
+	refs, err := st.Referrers(ctx, target, MediaTypeSigstoreBundle)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	found := map[string]bool{}
+	for _, r := range refs {
+		key, err := embeddedKey(ctx, st, r)
+		if err != nil {
+			errs = append(errs, &SignatureError{Signature: r.Digest, Target: target.Digest, Reason: err.Error()})
+			continue
+		}
+		fps, err := verifyOne(ctx, st, r, target, []*PublicKey{key})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(fps) == 0 && err == nil {
+			errs = append(errs, &SignatureError{Signature: r.Digest, Target: target.Digest, Reason: "does not verify with the key it carries"})
+		}
+		for _, fp := range fps {
+			found[fp] = true
+		}
+	}
+	out := make([]string, 0, len(found))
+	for fp := range found {
+		out = append(out, fp)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		errs = append(errs, fmt.Errorf("%s: %w (%d signature referrers)", target.Digest, ErrNoTrustedSignature, len(refs)))
+	}
+	return out, errors.Join(errs...)
+}
+
+// embeddedKey reads the public key a signature's statement carries.
+func embeddedKey(ctx context.Context, st cas.Store, ref ocispec.Descriptor) (*PublicKey, error) {
+	mb, err := cas.ReadAll(ctx, st, ref, maxSignatureSize)
+	if err != nil {
+		return nil, err
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil || len(m.Layers) != 1 {
+		return nil, errors.New("not a signature manifest")
+	}
+	bb, err := cas.ReadAll(ctx, st, m.Layers[0], maxSignatureSize)
+	if err != nil {
+		return nil, err
+	}
+	var b sigBundle
+	if err := json.Unmarshal(bb, &b); err != nil {
+		return nil, errors.New("malformed Sigstore bundle")
+	}
+	payload, err := base64.StdEncoding.DecodeString(b.DSSEEnvelope.Payload)
+	if err != nil {
+		return nil, errors.New("payload is not base64")
+	}
+	var s Statement
+	if err := json.Unmarshal(payload, &s); err != nil || s.Predicate.PublicKey == "" {
+		return nil, errors.New("statement carries no public key")
+	}
+	return ParsePublicKey([]byte(s.Predicate.PublicKey))
 }

@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"testing/fstest"
 
+	"github.com/feval/feval/cas"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -218,4 +221,46 @@ func walkTar(r io.Reader, lim Limits, fn func(*tar.Header, io.Reader) error) err
 			return err
 		}
 	}
+}
+
+// TreeFS presents unpacked files as a read-only fs.FS.
+func TreeFS(files []File) fs.FS {
+	m := fstest.MapFS{}
+	for _, f := range files {
+		m[f.Path] = &fstest.MapFile{Data: f.Data, Mode: fs.FileMode(f.Mode)}
+	}
+	return m
+}
+
+// LoadTree reads an artifact's single tree payload into memory within lim.
+func LoadTree(ctx context.Context, st cas.Store, art *Loaded, lim Limits) ([]File, error) {
+	if len(art.Payloads) != 1 {
+		return nil, fmt.Errorf("%s has %d payloads, want 1: %w", art.Desc.Digest, len(art.Payloads), ErrNotArtifact)
+	}
+	p := art.Payloads[0]
+	if p.MediaType == MediaTypeFile {
+		b, err := ReadPayload(ctx, st, p, lim.MaxFile)
+		if err != nil {
+			return nil, err
+		}
+		name := p.Annotations["org.opencontainers.image.title"]
+		if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+			return nil, fmt.Errorf("%s: bad file name %q: %w", art.Desc.Digest, name, ErrUnsafeEntry)
+		}
+		return []File{{Path: name, Mode: 0o644, Data: b}}, nil
+	}
+	rc, err := OpenPayload(ctx, st, p)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	files, err := ReadTree(rc, lim)
+	if err != nil {
+		return nil, err
+	}
+	// Reading to the end verifies the uncompressed digest.
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return nil, err
+	}
+	return files, nil
 }

@@ -92,23 +92,13 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 	}
 	var taskFS fs.FS
 	loadTask := func() (fs.FS, error) {
-		if taskFS != nil {
-			return taskFS, nil
+		if taskFS == nil {
+			fsys, err := LoadTaskFS(ctx, st, r.Task)
+			if err != nil {
+				return nil, err
+			}
+			taskFS = fsys
 		}
-		desc, err := st.Resolve(ctx, r.Task.String())
-		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", r.Task, err)
-		}
-		var t Task
-		art, err := LoadAs(ctx, st, desc, KindTask, &t)
-		if err != nil {
-			return nil, err
-		}
-		files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
-		if err != nil {
-			return nil, err
-		}
-		taskFS = bundle.TreeFS(files)
 		return taskFS, nil
 	}
 	for _, cd := range commits {
@@ -308,4 +298,52 @@ func seenString(s Seen) string {
 		return fmt.Sprintf("%s (height %d)", s.Time, *s.Height)
 	}
 	return s.Time
+}
+
+// CheckReveal applies the checks of one reveal that need nothing beyond its own
+// records: the commitment's form and signature, the opening, the signatures of
+// reveal and submission, the windows (against the given first-seen readings)
+// and the gate. Round-wide checks (double reveal, copy) need the whole round and
+// are CheckRound's. Replay uses CheckReveal with the seen times a verdict records.
+func CheckReveal(ctx context.Context, st cas.Store, round, commitment, reveal ocispec.Descriptor, commitSeen, revealSeen Seen, gateFn GateFunc) (Entry, error) {
+	var r Round
+	if _, err := LoadAs(ctx, st, round, KindRound, &r); err != nil {
+		return Entry{}, fmt.Errorf("reading round: %w", err)
+	}
+	e, key := checkCommitment(ctx, st, commitment, round.Digest, r, commitSeen)
+	if e.Status == StatusRejected || key == nil {
+		return e, nil
+	}
+	var taskFS fs.FS
+	loadTask := func() (fs.FS, error) {
+		if taskFS == nil {
+			fsys, err := LoadTaskFS(ctx, st, r.Task)
+			if err != nil {
+				return nil, err
+			}
+			taskFS = fsys
+		}
+		return taskFS, nil
+	}
+	e.Reveal, e.RevealSeen = reveal.Digest, &revealSeen
+	checkReveal(ctx, st, &e, reveal, round.Digest, r, key, loadTask, gateFn, r.Protocol)
+	return e, nil
+}
+
+// LoadTaskFS loads a task artifact's tree into memory.
+func LoadTaskFS(ctx context.Context, st cas.Store, task digest.Digest) (fs.FS, error) {
+	desc, err := st.Resolve(ctx, task.String())
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", task, err)
+	}
+	var t Task
+	art, err := LoadAs(ctx, st, desc, KindTask, &t)
+	if err != nil {
+		return nil, err
+	}
+	files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	return bundle.TreeFS(files), nil
 }

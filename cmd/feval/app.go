@@ -63,6 +63,11 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			commitCommand(a),
 			revealCommand(a),
 			revealsCommand(a),
+			sampleCommand(a),
+			evaluateCommand(a),
+			replayCommand(a),
+			recordCommand(a),
+			sandboxCommand(a),
 		},
 	}
 }

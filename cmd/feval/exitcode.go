@@ -8,6 +8,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/replay"
 )
 
 // Exit codes. They are part of feval's interface: scripts test them.
@@ -61,7 +62,7 @@ func exitCode(err error) int {
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
-		errors.Is(err, bundle.ErrNotArtifact):
+		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted):
 		return exitVerify
 	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey):
 		return exitNotFound

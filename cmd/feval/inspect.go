@@ -24,7 +24,9 @@ func inspectCommand(a *appEnv) *cli.Command {
 		Name:      "inspect",
 		Usage:     "show an artifact's record, payload layers and referrers",
 		ArgsUsage: "DIGEST|PREFIX|TAG",
-		Flags:     append(st.Flags(), out.Flags()...),
+		Flags: append(append([]cli.Flag{
+			&cli.BoolFlag{Name: "record", Usage: "print only the record's canonical JSON bytes"},
+		}, st.Flags()...), out.Flags()...),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			out.Parse(c)
@@ -41,6 +43,10 @@ func inspectCommand(a *appEnv) *cli.Command {
 			}
 			art, err := bundle.Load(c.Context, l, desc)
 			if err != nil {
+				return err
+			}
+			if c.Bool("record") {
+				_, err := a.stdout.Write(append(art.Record, '\n'))
 				return err
 			}
 			refs, err := l.Referrers(c.Context, desc, "")

@@ -14,14 +14,20 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/internal/testenv"
+	"github.com/feval/feval/sandbox"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 func TestMain(m *testing.M) {
+	// The sandbox re-executes this binary as its init, under its own name.
+	sandbox.InitIfChild()
 	testscript.Main(m, map[string]func(){
-		"feval": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
+		"feval": func() {
+			sandbox.InitIfChild()
+			os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 

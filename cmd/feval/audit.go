@@ -1,0 +1,299 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/replay"
+	"github.com/feval/feval/scoring"
+	"github.com/urfave/cli/v2"
+)
+
+// beaconOptions: the public randomness of an audit.
+type beaconOptions struct {
+	b rollouts.Beacon
+}
+
+func (o *beaconOptions) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "beacon", Usage: "beacon value that did not exist when commits closed (a later block hash, a drand round's randomness); required"},
+		&cli.StringFlag{Name: "beacon-source", Usage: "where the beacon comes from, e.g. drand:quicknet:12345 or block:4200; required"},
+	}
+}
+
+func (o *beaconOptions) Parse(c *cli.Context) error {
+	o.b = rollouts.Beacon{Source: c.String("beacon-source"), Value: c.String("beacon")}
+	if o.b.Value == "" || o.b.Source == "" {
+		return usagef("--beacon and --beacon-source are both required")
+	}
+	if len(o.b.Value) > 1024 || len(o.b.Source) > 256 {
+		return usagef("--beacon (1024) or --beacon-source (256 bytes) too long")
+	}
+	return nil
+}
+
+type sampleResult struct {
+	Seed       string          `json:"seed"`
+	Beacon     rollouts.Beacon `json:"beacon"`
+	Commitment string          `json:"commitment"`
+	Submission string          `json:"submission"`
+	RowsTotal  int             `json:"rows_total"`
+	SampleSize int             `json:"sample_size"`
+	Rows       []string        `json:"rows"`
+	Detection  []detection     `json:"detection"`
+}
+
+type detection struct {
+	CheatRate   string `json:"cheat_rate"`
+	CheatRows   int    `json:"cheat_rows"`
+	Probability string `json:"probability"` // decimal, 6 places, rounded down
+}
+
+func sampleCommand(a *appEnv) *cli.Command {
+	st, out, bo := &storeOptions{}, &outputOptions{}, &beaconOptions{}
+	return &cli.Command{
+		Name:      "sample",
+		Usage:     "re-derive the audit rows a beacon selects for a reveal, and the chance of catching a cheat rate",
+		ArgsUsage: "REVEAL",
+		Flags: append(append(append([]cli.Flag{
+			&cli.IntFlag{Name: "n", Usage: "sample size (default: the task's audit size)"},
+		}, bo.Flags()...), st.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			out.Parse(c)
+			if err := bo.Parse(c); err != nil {
+				return err
+			}
+			if err := args(c, 1, "one REVEAL"); err != nil {
+				return err
+			}
+			l, err := st.Open()
+			if err != nil {
+				return err
+			}
+			reveal, err := cas.ResolveRef(c.Context, l, c.Args().First())
+			if err != nil {
+				return err
+			}
+			refs, err := rollouts.ResolveRefs(c.Context, l, reveal)
+			if err != nil {
+				return err
+			}
+			var rv protocol.Reveal
+			if _, err := protocol.LoadAs(c.Context, l, reveal, protocol.KindReveal, &rv); err != nil {
+				return err
+			}
+			fsys, err := protocol.LoadTaskFS(c.Context, l, refs.Task)
+			if err != nil {
+				return err
+			}
+			task, err := rollouts.LoadTask(fsys)
+			if err != nil {
+				return err
+			}
+			n := task.Spec.AuditRows
+			if c.IsSet("n") {
+				n = c.Int("n")
+				if n <= 0 || n > task.Spec.Rows {
+					return usagef("-n %d: want 1..%d", n, task.Spec.Rows)
+				}
+			}
+			seed := scoring.AuditSeed(bo.b.Source, bo.b.Value, rv.Commitment, rv.Submission.String())
+			res := sampleResult{Seed: scoring.SeedHex(seed), Beacon: bo.b, Commitment: rv.Commitment, Submission: rv.Submission.String(),
+				RowsTotal: task.Spec.Rows, SampleSize: n, Rows: scoring.SampleRows(seed, task.IDs(), n)}
+			for _, pct := range []int{1, 5, 10} {
+				k := task.Spec.Rows * pct / 100
+				p, err := scoring.DetectionProbability(task.Spec.Rows, k, n)
+				if err != nil {
+					return err
+				}
+				res.Detection = append(res.Detection, detection{CheatRate: fmt.Sprintf("%d/100", pct), CheatRows: k, Probability: decimal(p, 6)})
+			}
+			return a.render(out, res, func(w *tabw) {
+				w.line("seed %s", res.Seed)
+				for _, d := range res.Detection {
+					w.line("P(catch | %s of rows cheat) = %s", d.CheatRate, d.Probability)
+				}
+				for _, id := range res.Rows {
+					w.line("%s", id)
+				}
+			})
+		},
+	}
+}
+
+// decimal renders a rational in [0,1] with the given places, rounded down.
+func decimal(r *big.Rat, places int) string {
+	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(places)), nil)
+	n := new(big.Int).Mul(r.Num(), scale)
+	n.Quo(n, r.Denom())
+	s := fmt.Sprintf("%0*s", places+1, n.String())
+	return s[:len(s)-places] + "." + s[len(s)-places:]
+}
+
+func evaluateCommand(a *appEnv) *cli.Command {
+	st, k, rem, out, clk, bo := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}, &clockOptions{}, &beaconOptions{}
+	return &cli.Command{
+		Name:      "evaluate",
+		Usage:     "validator: check a reveal, audit its sampled rows, and write a signed verdict",
+		ArgsUsage: "REVEAL",
+		Flags: append(append(append(append(append(append([]cli.Flag{
+			&cli.StringFlag{Name: "task", Usage: "the task the reveal must belong to (digest, prefix or tag); required"},
+			&cli.StringFlag{Name: "from", Usage: "registry repository to collect the round from"},
+			&cli.StringFlag{Name: "to", Usage: "registry repository to push the verdict to"},
+			&cli.BoolFlag{Name: "full", Usage: "recompute every row instead of a sample"},
+		}, bo.Flags()...), clk.Flags()...), st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			k.Parse(c)
+			rem.Parse(c)
+			out.Parse(c)
+			if err := bo.Parse(c); err != nil {
+				return err
+			}
+			if err := clk.Parse(c); err != nil {
+				return err
+			}
+			if err := args(c, 1, "one REVEAL"); err != nil {
+				return err
+			}
+			if c.String("task") == "" {
+				return usagef("--task is required: the task you are evaluating for")
+			}
+			var src, dst *cas.Remote
+			var err error
+			if from := c.String("from"); from != "" {
+				if src, _, err = rem.Open(from); err != nil {
+					return err
+				}
+			}
+			if to := c.String("to"); to != "" {
+				if dst, _, err = rem.Open(to); err != nil {
+					return err
+				}
+			}
+			l, s, ts, err := openForWrite(a, st, k)
+			if err != nil {
+				return err
+			}
+			req := evaluate.Request{Reveal: c.Args().First(), Task: c.String("task"), Obs: clk.obs,
+				Params: rollouts.Params{Beacon: bo.b, Full: c.Bool("full")}, Created: ts}
+			if src != nil {
+				req.Source = src
+			}
+			res, err := evaluate.Evaluate(c.Context, l, s, req)
+			if errors.Is(err, evaluate.ErrTaskMismatch) {
+				return usagef("%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			if dst != nil {
+				if _, err := cas.Copy(c.Context, l, dst, res.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+					return fmt.Errorf("pushing verdict: %w", err)
+				}
+			}
+			if err := a.render(out, res, func(w *tabw) {
+				v := res.Verdict
+				w.line("verdict\t%s", res.Artifact.Digest)
+				w.line("status\t%s %s", v.Status, v.Reason)
+				w.line("submission\t%s", v.Submission)
+				if v.ClaimedScore != "" {
+					w.line("claimed score\t%s", v.ClaimedScore)
+				}
+				if v.Audit != nil {
+					w.line("audited rows\t%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))
+					for _, id := range v.Audit.Mismatches {
+						w.line("mismatch\t%s", id)
+					}
+				}
+				for _, vi := range v.Violations {
+					w.line("violation\t%s", vi)
+				}
+			}); err != nil {
+				return err
+			}
+			if res.Verdict.Status == rollouts.StatusRejected {
+				return &renderedError{code: exitRejected, err: fmt.Errorf("rejected: %s", res.Verdict.Reason),
+					summary: fmt.Sprintf("submission %s rejected (%s); verdict %s written", res.Verdict.Submission, res.Verdict.Reason, res.Artifact.Digest)}
+			}
+			return nil
+		},
+	}
+}
+
+func replayCommand(a *appEnv) *cli.Command {
+	st, tr, rem, out := &storeOptions{}, &trustOptions{}, &remoteOptions{}, &outputOptions{}
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "auditor: regenerate a verdict from its recorded inputs and compare: identical or differs",
+		ArgsUsage: "VERDICT",
+		Flags: append(append(append(append([]cli.Flag{
+			&cli.StringFlag{Name: "from", Usage: "registry repository to fetch the verdict and its inputs from"},
+			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
+		}, st.Flags()...), tr.Flags()...), rem.Flags()...), out.Flags()...),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			tr.Parse(c)
+			rem.Parse(c)
+			out.Parse(c)
+			if err := args(c, 1, "one VERDICT"); err != nil {
+				return err
+			}
+			var trusted []*bundle.PublicKey
+			if len(tr.Keys) > 0 {
+				keys, err := tr.Load()
+				if err != nil {
+					return err
+				}
+				trusted = keys
+			}
+			l, err := st.Open()
+			if err != nil {
+				return err
+			}
+			var desc ociDesc
+			if from := c.String("from"); from != "" {
+				src, _, err := rem.Open(from)
+				if err != nil {
+					return err
+				}
+				if desc, err = resolveIn(c.Context, l, src, c.Args().First()); err != nil {
+					return err
+				}
+				if err := replay.Fetch(c.Context, src, l, desc); err != nil {
+					return err
+				}
+			} else if desc, err = cas.ResolveRef(c.Context, l, c.Args().First()); err != nil {
+				return err
+			}
+			res, err := replay.Run(c.Context, l, desc, trusted)
+			if err != nil {
+				return err
+			}
+			if err := a.render(out, res, func(w *tabw) {
+				w.line("%s %s (status %s, signed by %s)", res.Outcome, res.Verdict, res.Status, fingerprints(res.Signers))
+				if res.Outcome == replay.Differs {
+					w.line("recomputed %s", res.Recomputed)
+					w.row("PATH", "RECORDED", "RECOMPUTED")
+					for _, d := range res.Diffs {
+						w.row(d.Path, d.Recorded, d.Recomputed)
+					}
+				}
+			}); err != nil {
+				return err
+			}
+			if res.Outcome == replay.Differs {
+				return &renderedError{code: exitDiffers, err: errors.New("replay differs"),
+					summary: fmt.Sprintf("replay of %s differs in %d fields (listed on stdout)", res.Verdict, len(res.Diffs))}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,142 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// ErrTaskMismatch reports a reveal that belongs to another task than the one the
+// validator named.
+var ErrTaskMismatch = errors.New("the reveal belongs to another task")
+
+// Request is one evaluation a validator asks for.
+type Request struct {
+	Reveal  string // digest, prefix or tag of the reveal (local store or Source)
+	Task    string // digest, prefix or tag the reveal must belong to ("" = any)
+	Source  cas.Store
+	Obs     protocol.Observation
+	Params  rollouts.Params
+	Created string
+}
+
+// Outcome is a signed verdict and where it is.
+type Outcome struct {
+	Verdict  rollouts.Verdict   `json:"verdict"`
+	Artifact ocispec.Descriptor `json:"artifact"`
+}
+
+// Evaluate runs a validator's evaluation of one reveal: it collects the round
+// from the source, records first-seen times, applies the reveal checks and the
+// protocol's audit, and writes the verdict signed by s, with the submission as
+// its subject.
+func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request) (Outcome, error) {
+	src := req.Source
+	if src == nil {
+		src = l
+	}
+	reveal, err := cas.ResolveRef(ctx, l, req.Reveal)
+	if errors.Is(err, cas.ErrNotFound) && src != cas.Store(l) {
+		if reveal, err = cas.ResolveRef(ctx, src, req.Reveal); err == nil {
+			_, err = cas.Copy(ctx, src, l, reveal, cas.CopyOptions{Subjects: true, Referrers: true})
+		}
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("reveal %s: %w", req.Reveal, err)
+	}
+	refs, err := rollouts.ResolveRefs(ctx, l, reveal)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if req.Task != "" {
+		task, err := cas.ResolveRef(ctx, l, req.Task)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("task %s: %w", req.Task, err)
+		}
+		if task.Digest != refs.Task {
+			return Outcome{}, fmt.Errorf("%w: reveal %s is for task %s, not %s", ErrTaskMismatch, reveal.Digest, refs.Task, task.Digest)
+		}
+	}
+	seen, err := protocol.Collect(ctx, src, l, refs.Round, req.Obs)
+	if err != nil {
+		return Outcome{}, err
+	}
+	rep, err := protocol.CheckRound(ctx, l, refs.Round, seen, req.Obs, Gate)
+	if err != nil {
+		return Outcome{}, err
+	}
+	entry, ok := rep.Find(reveal.Digest)
+	if !ok {
+		return Outcome{}, fmt.Errorf("reveal %s was not found among the round's reveals", reveal.Digest)
+	}
+	if refs, err = rollouts.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
+		return Outcome{}, err
+	}
+	seq, err := nextSequence(l)
+	if err != nil {
+		return Outcome{}, err
+	}
+	req.Params.Sequence = seq
+	v, err := rollouts.Decide(ctx, l, refs, entry, req.Params)
+	if err != nil {
+		return Outcome{}, err
+	}
+	subject := refs.Submission
+	if subject.MediaType == "" {
+		subject = refs.Reveal // the submission never arrived; the verdict still names its digest
+	}
+	desc, err := bundle.WriteSigned(ctx, l, s, bundle.Artifact{Kind: protocol.KindVerdict, Record: v, Subject: &subject, Created: req.Created})
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Verdict: v, Artifact: desc}, l.Flush()
+}
+
+// nextSequence returns the validator's next verdict sequence number, kept in the
+// store's private state under the store lock.
+func nextSequence(l *cas.Layout) (uint64, error) {
+	unlock, err := l.LockExclusive()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	path := filepath.Join(l.Root(), cas.PrivateDir, "sequence")
+	var n uint64
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	default:
+		if n, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err != nil {
+			return 0, fmt.Errorf("damaged sequence file %s: %w", path, err)
+		}
+	}
+	n++
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, err
+	}
+	return n, cas.WriteFileAtomic(path, []byte(strconv.FormatUint(n, 10)+"\n"))
+}
+
+// LoadVerdict reads a verdict artifact's record.
+func LoadVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (*bundle.Loaded, rollouts.Verdict, error) {
+	var v rollouts.Verdict
+	art, err := protocol.LoadAs(ctx, st, desc, protocol.KindVerdict, &v)
+	if err != nil {
+		return nil, v, err
+	}
+	return art, v, nil
+}
+

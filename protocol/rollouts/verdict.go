@@ -1,0 +1,287 @@
+package rollouts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/gate"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Verdict statuses (DESIGN: infrastructure failure is never a score).
+const (
+	StatusPassed       = "passed"
+	StatusRejected     = "rejected"
+	StatusUndetermined = "undetermined"
+	StatusInfraError   = "infra_error"
+
+	// ReasonRewardMismatch: an audited row's claimed reward differs from the
+	// recomputed one.
+	ReasonRewardMismatch = "reward_mismatch"
+	// ReasonUndeterminedRows: some audited rows could not be decided.
+	ReasonUndeterminedRows = "undetermined_rows"
+	// ReasonChecker: a checker failed on the task itself (not the miner's fault).
+	ReasonChecker = "checker_error"
+)
+
+// Row outcomes in an audit.
+const (
+	OutcomeMatch        = "match"
+	OutcomeMismatch     = "mismatch"
+	OutcomeUndetermined = "undetermined"
+)
+
+// Beacon is the public randomness an audit sample is drawn from: a value that
+// did not exist when commitments closed, and where it came from.
+type Beacon struct {
+	Source string `json:"source"`
+	Value  string `json:"value"`
+}
+
+// Verdict is the record a validator signs about one rollouts submission. It holds
+// nothing that varies between runs: no time of evaluation, host or path. The
+// first-seen readings are the validator's observations, recorded as inputs.
+type Verdict struct {
+	Protocol     string           `json:"protocol"`
+	Status       string           `json:"status"`
+	Reason       string           `json:"reason,omitempty"`
+	Submission   digest.Digest    `json:"submission"`
+	Inputs       Inputs           `json:"inputs"`
+	RevealCheck  RevealCheck      `json:"reveal_check"`
+	Checkers     Checkers         `json:"checkers"`
+	Rows         int              `json:"rows"`
+	ClaimedScore string           `json:"claimed_score,omitempty"`
+	Audit        *Audit           `json:"audit,omitempty"`
+	Violations   []gate.Violation `json:"violations,omitempty"`
+	// Traces is reserved for replayed generations (digests of trace artifacts).
+	Traces   []digest.Digest `json:"traces"`
+	Sequence uint64          `json:"sequence"`
+}
+
+// Inputs are the digests of everything the verdict depends on.
+type Inputs struct {
+	Task            digest.Digest `json:"task"`
+	Round           digest.Digest `json:"round"`
+	Commitment      digest.Digest `json:"commitment"`
+	CommitmentValue string        `json:"commitment_value"`
+	Reveal          digest.Digest `json:"reveal"`
+	Miner           string        `json:"miner"`
+}
+
+// RevealCheck is the outcome of the reveal checks and the clock readings used.
+type RevealCheck struct {
+	Status     string        `json:"status"`
+	Reason     string        `json:"reason,omitempty"`
+	CommitSeen protocol.Seen `json:"commit_seen"`
+	RevealSeen protocol.Seen `json:"reveal_seen"`
+}
+
+// Audit is the sampled recomputation.
+type Audit struct {
+	Beacon       Beacon     `json:"beacon"`
+	Seed         string     `json:"seed"`
+	Full         bool       `json:"full"`
+	SampleSize   int        `json:"sample_size"`
+	Rows         []AuditRow `json:"rows"`
+	Mismatches   []string   `json:"mismatches"`
+	Undetermined []string   `json:"undetermined"`
+}
+
+// AuditRow is one recomputed row.
+type AuditRow struct {
+	TaskID     string `json:"task_id"`
+	Claimed    string `json:"claimed"`
+	Recomputed string `json:"recomputed,omitempty"`
+	Outcome    string `json:"outcome"`
+}
+
+// Refs are the artifacts one evaluation is about, resolved in a store.
+type Refs struct {
+	Round, Commitment, Reveal, Submission ocispec.Descriptor
+	Task                                  digest.Digest
+}
+
+// ResolveRefs follows a reveal to its commitment (its subject), the round (the
+// commitment's subject), the task (named by the round) and the submission.
+func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, error) {
+	var rv protocol.Reveal
+	art, err := protocol.LoadAs(ctx, st, reveal, protocol.KindReveal, &rv)
+	if err != nil {
+		return Refs{}, fmt.Errorf("reading reveal: %w", err)
+	}
+	if art.Manifest.Subject == nil {
+		return Refs{}, fmt.Errorf("reveal %s has no subject: %w", reveal.Digest, protocol.ErrMalformed)
+	}
+	refs := Refs{Reveal: art.Desc, Commitment: *art.Manifest.Subject}
+	var c protocol.Commitment
+	cart, err := protocol.LoadAs(ctx, st, refs.Commitment, protocol.KindCommitment, &c)
+	if err != nil {
+		return Refs{}, fmt.Errorf("reading commitment: %w", err)
+	}
+	if cart.Manifest.Subject == nil {
+		return Refs{}, fmt.Errorf("commitment %s has no subject: %w", refs.Commitment.Digest, protocol.ErrMalformed)
+	}
+	refs.Round = *cart.Manifest.Subject
+	var r protocol.Round
+	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
+		return Refs{}, fmt.Errorf("reading round: %w", err)
+	}
+	if r.Protocol != "rollouts" {
+		return Refs{}, fmt.Errorf("round %s is for protocol %q, not rollouts", refs.Round.Digest, r.Protocol)
+	}
+	refs.Task = r.Task
+	sub, err := st.Resolve(ctx, rv.Submission.String())
+	if err != nil && !errors.Is(err, cas.ErrNotFound) {
+		return Refs{}, err
+	}
+	refs.Submission = sub
+	if err != nil {
+		refs.Submission = ocispec.Descriptor{Digest: rv.Submission}
+	}
+	return refs, nil
+}
+
+// Params are the validator's choices for one evaluation; replay reads them back
+// from the verdict.
+type Params struct {
+	Beacon   Beacon
+	Full     bool
+	Sequence uint64
+}
+
+// Decide computes the verdict for a reveal whose checks gave entry. It is the
+// deterministic core shared by evaluate and replay: the same store content,
+// entry and params give the same verdict.
+func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, p Params) (Verdict, error) {
+	v := Verdict{
+		Protocol:   "rollouts",
+		Submission: refs.Submission.Digest,
+		Inputs: Inputs{Task: refs.Task, Round: refs.Round.Digest, Commitment: refs.Commitment.Digest,
+			CommitmentValue: entry.Commitment, Reveal: refs.Reveal.Digest, Miner: entry.Miner},
+		RevealCheck: RevealCheck{Status: entry.Status, Reason: entry.Reason, CommitSeen: entry.CommitSeen},
+		Checkers:    CurrentCheckers,
+		Traces:      []digest.Digest{},
+		Sequence:    p.Sequence,
+	}
+	if entry.RevealSeen != nil {
+		v.RevealCheck.RevealSeen = *entry.RevealSeen
+	}
+	if entry.Status != protocol.StatusAccepted {
+		v.Status, v.Reason, v.Violations = StatusRejected, entry.Reason, entry.Violations
+		return v, nil
+	}
+	taskFS, err := protocol.LoadTaskFS(ctx, st, refs.Task)
+	if err != nil {
+		return v, err
+	}
+	task, err := LoadTask(taskFS)
+	if err != nil {
+		return v, err
+	}
+	rows, err := loadRows(ctx, st, refs.Submission, task)
+	if err != nil {
+		return v, err
+	}
+	v.Rows = len(rows)
+	sum := new(big.Rat)
+	for _, r := range rows {
+		sum.Add(sum, r.claimed)
+	}
+	v.ClaimedScore = FormatReward(sum.Quo(sum, big.NewRat(int64(len(rows)), 1)))
+
+	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
+	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Mismatches: []string{}, Undetermined: []string{}}
+	ids := task.IDs()
+	if !p.Full {
+		ids = scoring.SampleRows(seed, ids, task.Spec.AuditRows)
+	}
+	a.SampleSize = len(ids)
+	for _, id := range ids {
+		it, _ := task.Item(id)
+		row := rows[id]
+		ar := AuditRow{TaskID: id, Claimed: FormatReward(row.claimed)}
+		got, undetermined, err := RowReward(it, row.response, task.Spec.MathFuel)
+		switch {
+		case err != nil:
+			v.Status, v.Reason = StatusInfraError, ReasonChecker
+			v.Audit = a
+			return v, nil
+		case undetermined:
+			ar.Outcome = OutcomeUndetermined
+			a.Undetermined = append(a.Undetermined, id)
+		case got.Cmp(row.claimed) == 0:
+			ar.Recomputed, ar.Outcome = FormatReward(got), OutcomeMatch
+		default:
+			ar.Recomputed, ar.Outcome = FormatReward(got), OutcomeMismatch
+			a.Mismatches = append(a.Mismatches, id)
+		}
+		a.Rows = append(a.Rows, ar)
+	}
+	v.Audit = a
+	switch {
+	case len(a.Mismatches) > 0:
+		v.Status, v.Reason = StatusRejected, ReasonRewardMismatch
+	case len(a.Undetermined) > 0:
+		v.Status, v.Reason = StatusUndetermined, ReasonUndeterminedRows
+	default:
+		v.Status = StatusPassed
+	}
+	return v, nil
+}
+
+type row struct {
+	response string
+	claimed  *big.Rat
+}
+
+// loadRows reads a gate-checked submission's rows, keyed by task id.
+func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *LoadedTask) (map[string]row, error) {
+	art, err := bundle.Load(ctx, st, sub)
+	if err != nil {
+		return nil, err
+	}
+	files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	fsys := bundle.TreeFS(files)
+	b, err := fs.ReadFile(fsys, gate.RolloutSubmissionFile)
+	if err != nil {
+		return nil, err
+	}
+	meta, vs := gate.ParseRolloutSubmission(b)
+	if len(vs) > 0 {
+		return nil, fmt.Errorf("submission.json: %s", vs[0])
+	}
+	f, err := fsys.Open(meta.Rows)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lim := gate.DefaultRolloutLimits()
+	lim.MaxRowBytes = task.Spec.MaxRowBytes
+	out := make(map[string]row, task.Spec.Rows)
+	err = gate.ReadRows(f, lim, func(_ int, r gate.Row) error {
+		c, err := gate.ParseReward(r.RewardClaimed)
+		if err != nil {
+			return err
+		}
+		out[r.TaskID] = row{response: r.Response, claimed: c}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != task.Spec.Rows {
+		return nil, fmt.Errorf("submission has %d rows, task has %d", len(out), task.Spec.Rows)
+	}
+	return out, nil
+}
