@@ -139,4 +139,3 @@ func LoadVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (*b
 	}
 	return art, v, nil
 }
-
