@@ -50,8 +50,11 @@ test: build tools debian-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: build tools
+demo: build tools $(BIN)/genrollouts
 	./scripts/demo.sh
+
+$(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genrollouts
 
 bench: build tools debian-deps
 	./scripts/bench.sh

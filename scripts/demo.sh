@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# feval's main job end to end on the embedded local store, step by step.
-# Uses a throw-away workspace, key and loopback registry; leaves nothing behind.
+# feval's main job end to end, printing each step: a task owner opens a round of
+# the rollout-audit competition; two miners commit and reveal 10,000 rollout rows
+# each (one honest, one inflating 10 % of its rewards); a validator audits 320
+# rows chosen by a beacon and signs verdicts; an auditor with a fresh store
+# replays them and gets the identical verdict; altered verdicts are caught.
+#
+# Everyone's store is an embedded local store; a throw-away registry on
+# 127.0.0.1 stands in for the shared registry. The validator's clock is given
+# explicitly (--now) so the commit and reveal windows pass in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="$PWD/bin"
-FEVAL="$BIN/feval"
 WORK=$(mktemp -d)
 REG_PID=""
 cleanup() {
@@ -16,10 +22,11 @@ cleanup() {
 trap cleanup EXIT
 
 step() { printf '\n== %s\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
-
-export FEVAL_STORE="$WORK/miner-store"
-export FEVAL_KEY="$WORK/keys/miner.key"
+show() { printf '$ feval %s\n' "$*" >&2; "$BIN/feval" "$@"; }
+as() { # as ROLE: use ROLE's store and key
+  export FEVAL_STORE="$WORK/$1/store" FEVAL_KEY="$WORK/$1/key.key"
+  printf -- '-- as %s\n' "$1"
+}
 export FEVAL_PASSWORD="demo-password"
 
 step "start a throw-away OCI registry on 127.0.0.1"
@@ -32,32 +39,97 @@ http: {addr: 127.0.0.1:$PORT}
 YML
 OTEL_TRACES_EXPORTER=none "$BIN/registry" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
 REG_PID=$!
-for _ in $(seq 50); do
-  curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break
-  sleep 0.1
+for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+REPO="127.0.0.1:$PORT/competition/rollouts"
+echo "registry repository: $REPO"
+
+step "generate the reference task (5,000 math + 5,000 instruction-following) and the miners' rows"
+"$BIN/genrollouts" -out "$WORK/fixtures"
+
+for role in owner honest inflated validator auditor rogue; do
+  as "$role" >/dev/null
+  "$BIN/feval" init >/dev/null
+  "$BIN/feval" key generate >/dev/null
 done
-echo "registry at 127.0.0.1:$PORT"
 
-step "miner: create a store and a signing key"
-run "$FEVAL" init
-run "$FEVAL" key generate
+step "task owner: sign the task and open a round (commits close 2026-12-01, reveals close 2026-12-02)"
+as owner
+TASK=$(show task create --protocol rollouts --tag task "$WORK/fixtures/task")
+echo "$TASK"
+ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
+echo "$ROUND"
+show push round "$REPO:round"
 
-step "miner: pack and sign the fixture submission"
-DIGEST=$("$FEVAL" pack --kind submission --tag demo fixtures/demo/submission)
-echo "$DIGEST"
-run "$FEVAL" inspect demo
+step "miners: commit (one line to publish; the submission and salt stay private)"
+for m in honest inflated; do
+  as "$m"
+  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
+  dir=$m; [ "$m" = inflated ] && dir=inflated-10
+  c=$(show commit --round round --to "$REPO" "$WORK/fixtures/miners/$dir")
+  echo "$c"
+  eval "COMMIT_$m=$c"
+done
 
-step "miner: verify it locally"
-run "$FEVAL" verify "$DIGEST"
+step "validator: observe the round before commits close"
+as validator
+show reveals --round "$ROUND" --from "$REPO" --now 2026-11-30T18:00:00Z
 
-step "miner: push it with its signature to the registry"
-run "$FEVAL" push "$DIGEST" "127.0.0.1:$PORT/feval/demo:submission"
+step "miners: reveal after commits close"
+for m in honest inflated; do
+  as "$m"
+  var="COMMIT_$m"
+  show reveal --to "$REPO" "${!var}"
+done
 
-step "validator: pull it into a second store and verify it there"
-export FEVAL_STORE="$WORK/validator-store"
-run "$FEVAL" init
-run "$FEVAL" pull "127.0.0.1:$PORT/feval/demo:submission"
-run "$FEVAL" verify --pub "$WORK/keys/miner.pub" "$DIGEST"
-run "$FEVAL" fsck
+step "validator: every reveal with its status"
+as validator
+show reveals --round "$ROUND" --from "$REPO" --now 2026-12-01T06:00:00Z
+REVEAL_honest=$("$BIN/feval" reveals --round "$ROUND" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print([e["reveal"] for e in r["entries"] if e["commitment"]==sys.argv[1]][0])' "$COMMIT_honest")
+REVEAL_inflated=$("$BIN/feval" reveals --round "$ROUND" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print([e["reveal"] for e in r["entries"] if e["commitment"]==sys.argv[1]][0])' "$COMMIT_inflated")
 
-step "done: the validator holds the identical, signed submission $DIGEST"
+BEACON="$(printf 'simulated drand round 4242' | sha256sum | cut -d' ' -f1)"
+step "anyone: the 320 rows a beacon published after commits closed selects (first 5 shown)"
+show sample --beacon "$BEACON" --beacon-source drand:simulated:4242 "$REVEAL_honest" | head -9 || true
+
+step "validator: evaluate both reveals and push the signed verdicts"
+V_HONEST=$("$BIN/feval" evaluate --json --task "$TASK" --beacon "$BEACON" --beacon-source drand:simulated:4242 --now 2026-12-01T06:00:00Z --to "$REPO" "$REVEAL_honest" | python3 -c 'import json,sys; print(json.load(sys.stdin)["artifact"]["digest"])')
+show inspect "$V_HONEST" | head -4
+set +e
+show evaluate --task "$TASK" --beacon "$BEACON" --beacon-source drand:simulated:4242 --now 2026-12-01T06:00:00Z --to "$REPO" "$REVEAL_inflated" | head -12 || true
+set -e
+V_INFLATED=$("$BIN/feval" ls --json --kind verdict | python3 -c 'import json,sys; print([e["digest"] for e in json.load(sys.stdin) if e["digest"]!=sys.argv[1]][0])' "$V_HONEST")
+
+step "auditor: replay both verdicts from the registry in a fresh store"
+as auditor
+show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$V_HONEST"
+show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$V_INFLATED"
+
+step "tamper 1: edit a recorded reward in the auditor's copy of the verdict: its signature no longer covers it"
+LAYER=$(python3 - "$FEVAL_STORE" "$V_INFLATED" <<'PY'
+import json, sys
+m = json.load(open(f"{sys.argv[1]}/blobs/sha256/{sys.argv[2].split(':')[1]}"))
+print(m["layers"][0]["digest"].split(":")[1])
+PY
+)
+cp "$FEVAL_STORE/blobs/sha256/$LAYER" "$WORK/record.bak"
+sed -i 's/"recomputed":"0"/"recomputed":"1"/' "$FEVAL_STORE/blobs/sha256/$LAYER"
+set +e
+show replay --pub "$WORK/validator/key.pub" "$V_INFLATED"; echo "(exit $?: verification failed)"
+set -e
+cp "$WORK/record.bak" "$FEVAL_STORE/blobs/sha256/$LAYER"
+
+step "tamper 2: a rogue validator re-signs the rejected verdict as passed"
+as rogue
+"$BIN/feval" pull --tag v "$REPO@$V_INFLATED" >/dev/null
+"$BIN/feval" inspect --record v | sed -e 's/"reason":"reward_mismatch",//' -e 's/"status":"rejected"/"status":"passed"/' > "$WORK/forged.json"
+SUBJ=$("$BIN/feval" inspect --json v | python3 -c 'import json,sys; print(json.load(sys.stdin)["subject"]["digest"])')
+FORGED=$(show record --kind verdict --subject "$SUBJ" "$WORK/forged.json")
+echo "$FORGED"
+show push "$FORGED" "$REPO:forged"
+as auditor
+set +e
+show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$FORGED"; echo "(exit $?: not signed by the trusted validator)"
+show replay "$FORGED"; echo "(exit $?: signed, but the regenerated verdict differs)"
+set -e
+
+step "done: honest verdict replayed identical; inflated rows rejected; forgeries caught"
