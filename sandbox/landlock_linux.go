@@ -22,10 +22,7 @@ func landlockABI() int {
 // beyond the sandbox. It handles the access rights of ABI v7 and is downgraded
 // to what the kernel offers. It returns -1 when there is nothing to enforce.
 func landlockRuleset() (fd int, flags uint32, err error) {
-	cfg, err := landlock.NewConfig(landlock.V7.HandledAccessFS, landlock.V7.Scoped)
-	if err != nil {
-		return -1, 0, fmt.Errorf("landlock: %w", err)
-	}
+	cfg := &landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS, Scoped: landlock.V7.Scoped}
 	fd, flags, err = cfg.BestEffort().NewRulesetFD(
 		landlock.RODirs("/"),
 		landlock.RWDirs(TmpPath, OutputPath).WithRefer(),

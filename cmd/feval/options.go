@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -201,9 +200,4 @@ func (a *appEnv) password(confirm bool) ([]byte, error) {
 		}
 	}
 	return pw, nil
-}
-
-// resolve resolves a user's digest, prefix or tag in a store.
-func resolve(ctx context.Context, s cas.Store, ref string) (ociDesc, error) {
-	return cas.ResolveRef(ctx, s, ref)
 }

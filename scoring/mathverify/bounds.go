@@ -33,12 +33,6 @@ func ceilQuo(a, b *big.Int) *big.Int {
 	return q
 }
 
-// ratIval bounds r at precision prec.
-func ratIval(r *big.Rat, prec uint) ival {
-	n := new(big.Int).Lsh(r.Num(), prec)
-	return ival{floorQuo(n, r.Denom()), ceilQuo(n, r.Denom())}
-}
-
 // mulPos multiplies two intervals of positive reals at precision prec.
 func mulPos(a, b ival, prec uint) ival {
 	one := new(big.Int).Lsh(big.NewInt(1), prec)
