@@ -286,8 +286,8 @@ func TestFixtures(t *testing.T) {
 			}
 		})
 	}
-	if after := hostLeftovers(t); len(after) != len(before) {
-		t.Errorf("runs left behind %v", after)
+	if left := newLeftovers(before, hostLeftovers(t)); len(left) > 0 {
+		t.Errorf("runs left behind %v", left)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +99,18 @@ func hostLeftovers(t testing.TB) []string {
 	}
 	m, _ := filepath.Glob(filepath.Join(os.TempDir(), "feval-sandbox-root-*"))
 	return append(left, m...)
+}
+
+// newLeftovers returns what after holds that before did not: other processes on
+// the host may be running sandboxes of their own meanwhile.
+func newLeftovers(before, after []string) []string {
+	var out []string
+	for _, a := range after {
+		if !slices.Contains(before, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // goPackages are the Go programs the tests run inside the sandbox.
