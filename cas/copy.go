@@ -155,6 +155,13 @@ type countReader struct {
 	p Progress
 }
 
+func (c *countReader) verifies() ocispec.Descriptor {
+	if v, ok := c.r.(verifying); ok {
+		return v.verifies()
+	}
+	return ocispec.Descriptor{}
+}
+
 func (c *countReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.p.Add(int64(n))

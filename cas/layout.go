@@ -211,7 +211,7 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}
 	defer os.Remove(tmp.Name())
-	vr, err := NewVerifyReader(io.NopCloser(r), desc)
+	vr, err := verified(r, desc)
 	if err != nil {
 		tmp.Close()
 		return err

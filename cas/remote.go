@@ -111,7 +111,7 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 	if IsManifest(desc.MediaType) && desc.Size > MaxManifestSize {
 		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
 	}
-	vr, err := NewVerifyReader(io.NopCloser(rd), desc)
+	vr, err := verified(rd, desc)
 	if err != nil {
 		return err
 	}

@@ -71,3 +71,20 @@ func trailing(r io.Reader) bool {
 }
 
 func (v *verifyReader) Close() error { return v.rc.Close() }
+
+// verifying is implemented by readers that already verify a descriptor as they
+// are read, so a store receiving one need not hash the bytes a second time.
+type verifying interface{ verifies() ocispec.Descriptor }
+
+func (v *verifyReader) verifies() ocispec.Descriptor { return v.desc }
+
+// verified wraps r in a verifying reader for desc unless r already verifies
+// exactly desc.
+func verified(r io.Reader, desc ocispec.Descriptor) (io.Reader, error) {
+	if v, ok := r.(verifying); ok {
+		if got := v.verifies(); got.Digest == desc.Digest && got.Size == desc.Size {
+			return r, nil
+		}
+	}
+	return NewVerifyReader(io.NopCloser(r), desc)
+}
