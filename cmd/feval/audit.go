@@ -232,8 +232,8 @@ func replayCommand(a *appEnv) *cli.Command {
 	st, tr, rem, out := &storeOptions{}, &trustOptions{}, &remoteOptions{}, &outputOptions{}
 	return &cli.Command{
 		Name:      "replay",
-		Usage:     "auditor: regenerate a verdict from its recorded inputs and compare: identical or differs",
-		ArgsUsage: "VERDICT",
+		Usage:     "auditor: regenerate a verdict (or a consensus record) from its recorded inputs and compare: identical or differs",
+		ArgsUsage: "VERDICT|CONSENSUS",
 		Flags: append(append(append(append([]cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "registry repository to fetch the verdict and its inputs from"},
 			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
@@ -267,10 +267,15 @@ func replayCommand(a *appEnv) *cli.Command {
 				if desc, err = resolveIn(c.Context, l, src, c.Args().First()); err != nil {
 					return err
 				}
+				if ok, err := a.replayConsensus(c.Context, out, l, src, desc, trusted); ok || err != nil {
+					return err
+				}
 				if err := replay.Fetch(c.Context, src, l, desc); err != nil {
 					return err
 				}
 			} else if desc, err = cas.ResolveRef(c.Context, l, c.Args().First()); err != nil {
+				return err
+			} else if ok, err := a.replayConsensus(c.Context, out, l, nil, desc, trusted); ok || err != nil {
 				return err
 			}
 			res, err := replay.Run(c.Context, l, desc, trusted)

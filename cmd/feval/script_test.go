@@ -67,6 +67,7 @@ func TestScripts(t *testing.T) {
 			"forge-reveal": cmdForgeReveal,
 			"envfile":      cmdEnvFile,
 			"salt-pushed":  cmdSaltPushed,
+			"genrollouts":  cmdGenRollouts,
 		},
 	})
 }
