@@ -9,6 +9,7 @@ export PATH := $(BIN):$(PATH)
 REGISTRY_VERSION := v3.1.2
 ORAS_VERSION     := v1.3.6
 COSIGN_VERSION   := v3.1.3
+STATICCHECK_VERSION := v0.8.2
 
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
@@ -44,8 +45,16 @@ debian-deps:
 
 # Every test: unit, conformance against a real registry, CLI scripts, interop
 # with oras and cosign. The tests start and stop their own registry.
-test: build tools debian-deps
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# gofmt, go vet and staticcheck must be clean.
+lint: $(BIN)/staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(BIN)/staticcheck ./...
+
+test: build tools debian-deps lint
 	$(GO) test -race -timeout 30m $$($(GO) list ./... | grep -v '/cmd/feval$$')
 	$(GO) test -timeout 30m ./cmd/feval
 
