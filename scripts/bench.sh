@@ -25,7 +25,7 @@ done
 
 # Debian packages the benchmark needs, installed on first use.
 need=""
-for pair in hyperfine:hyperfine zstd:zstd curl:curl python3:python3; do
+for pair in hyperfine:hyperfine zstd:zstd curl:curl python3:python3 bwrap:bubblewrap; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need="$need ${pair#*:}"
 done
 if [ -n "$need" ]; then
@@ -245,3 +245,11 @@ if [ -n "${BENCH_RESULTS:-}" ]; then
   cp "$WORK"/res/* "$BENCH_RESULTS"/
   echo "results in $BENCH_RESULTS"
 fi
+
+echo
+echo "## Rollouts: scoring and audits (one core)"
+go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/rollouts/
+
+echo
+echo "## Sandbox: start-up of /bin/true, feval against bwrap (200 runs)"
+go test -run '^$' -bench 'StartTrue' -benchtime 200x ./sandbox/
