@@ -166,17 +166,13 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			if c.String("task") == "" {
 				return usagef("--task is required: the task you are evaluating for")
 			}
-			var src, dst *cas.Remote
-			var err error
-			if from := c.String("from"); from != "" {
-				if src, _, err = rem.Open(from); err != nil {
-					return err
-				}
+			src, err := rem.OpenOptional(c.String("from"))
+			if err != nil {
+				return err
 			}
-			if to := c.String("to"); to != "" {
-				if dst, _, err = rem.Open(to); err != nil {
-					return err
-				}
+			dst, err := rem.OpenOptional(c.String("to"))
+			if err != nil {
+				return err
 			}
 			l, s, ts, err := openForWrite(a, st, k)
 			if err != nil {

@@ -47,18 +47,16 @@ func consensusCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var dst *cas.Remote
-			if from := c.String("from"); from != "" {
-				src, _, err := rem.Open(from)
-				if err != nil {
-					return err
-				}
+			src, err := rem.OpenOptional(c.String("from"))
+			if err != nil {
+				return err
+			}
+			if src != nil {
 				opts.Source = src
 			}
-			if to := c.String("to"); to != "" {
-				if dst, _, err = rem.Open(to); err != nil {
-					return err
-				}
+			dst, err := rem.OpenOptional(c.String("to"))
+			if err != nil {
+				return err
 			}
 			l, s, ts, err := openForWrite(a, st, k)
 			if err != nil {

@@ -148,6 +148,16 @@ func (o *remoteOptions) Open(ref string) (*cas.Remote, string, error) {
 	return rem, r.Reference, err
 }
 
+// OpenOptional is Open for an optional flag: it returns nil for an empty ref.
+// Callers storing the result in a cas.Store must keep a nil *cas.Remote out of it.
+func (o *remoteOptions) OpenOptional(ref string) (*cas.Remote, error) {
+	if ref == "" {
+		return nil, nil
+	}
+	r, _, err := o.Open(ref)
+	return r, err
+}
+
 func dockerConfigFile() string {
 	if d := os.Getenv(envDocker); d != "" {
 		return d + "/config.json"

@@ -157,13 +157,9 @@ func commitCommand(a *appEnv) *cli.Command {
 			if c.String("round") == "" {
 				return usagef("--round is required (pull the round first with 'feval pull')")
 			}
-			var dst *cas.Remote
-			if to := c.String("to"); to != "" {
-				r, _, err := rem.Open(to)
-				if err != nil {
-					return err
-				}
-				dst = r
+			dst, err := rem.OpenOptional(c.String("to"))
+			if err != nil {
+				return err
 			}
 			l, s, ts, err := openForWrite(a, st, k)
 			if err != nil {
@@ -207,13 +203,9 @@ func revealCommand(a *appEnv) *cli.Command {
 			if err := args(c, 1, "one COMMITMENT"); err != nil {
 				return err
 			}
-			var dst *cas.Remote
-			if to := c.String("to"); to != "" {
-				r, _, err := rem.Open(to)
-				if err != nil {
-					return err
-				}
-				dst = r
+			dst, err := rem.OpenOptional(c.String("to"))
+			if err != nil {
+				return err
 			}
 			l, s, ts, err := openForWrite(a, st, k)
 			if err != nil {
