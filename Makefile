@@ -38,6 +38,8 @@ $(BIN)/cosign:
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
+	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
+	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
@@ -54,12 +56,12 @@ lint: $(BIN)/staticcheck
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-test: build tools debian-deps lint
+test: debian-deps build tools lint
 	$(GO) test -race -timeout 30m $$($(GO) list ./... | grep -v '/cmd/feval$$')
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: build tools $(BIN)/genrollouts
+demo: debian-deps build tools $(BIN)/genrollouts
 	./scripts/demo.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
