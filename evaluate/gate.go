@@ -45,3 +45,26 @@ func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation
 	}
 	return nil, fmt.Errorf("unknown protocol %q", protocol)
 }
+
+// ValidateTask checks that a task directory has the form its protocol needs,
+// before a task owner signs it.
+func ValidateTask(protocol string, task fs.FS) error {
+	switch protocol {
+	case "rollouts":
+		_, err := rollouts.LoadTask(task)
+		return err
+	case "scenarios":
+		b, err := fs.ReadFile(task, "task.json")
+		if err != nil {
+			return fmt.Errorf("scenarios task: %w", err)
+		}
+		var st ScenarioTask
+		if err := json.Unmarshal(b, &st); err != nil || len(st.Models) == 0 {
+			return fmt.Errorf("scenarios task.json must list the allowed models")
+		}
+		return nil
+	case "optimizer":
+		return nil
+	}
+	return fmt.Errorf("unknown protocol %q", protocol)
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/gate"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -72,6 +73,39 @@ func windowBefore(a, b Window) bool {
 		return a.Height < b.Height
 	}
 	return a.Time < b.Time // RFC 3339 UTC with fixed layout sorts as time
+}
+
+// ErrGate reports a submission that fails its protocol's static gate before it
+// is committed.
+var ErrGate = errors.New("submission fails the static gate")
+
+// PreCheck runs the round's static gate over a submission on disk before the
+// miner commits to it, so that a miner learns at once what the validators will
+// reject at reveal time. The round's task must be in the store (pull the round).
+func PreCheck(ctx context.Context, st cas.Store, round ocispec.Descriptor, path string, gateFn GateFunc) ([]gate.Violation, error) {
+	var r Round
+	if _, err := LoadAs(ctx, st, round, KindRound, &r); err != nil {
+		return nil, fmt.Errorf("reading round: %w", err)
+	}
+	task, err := LoadTaskFS(ctx, st, r.Task)
+	if err != nil {
+		return nil, fmt.Errorf("the round's task is not in this store (pull the round again): %w", err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	var sub fs.FS
+	if fi.IsDir() {
+		sub = os.DirFS(path)
+	} else {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		sub = bundle.TreeFS([]bundle.File{{Path: filepath.Base(path), Mode: 0o644, Data: b}})
+	}
+	return gateFn(ctx, r.Protocol, task, sub)
 }
 
 // Secret is what the miner keeps private between commit and reveal. It lives in

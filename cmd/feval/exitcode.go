@@ -8,6 +8,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/replay"
 )
 
@@ -58,13 +59,16 @@ func exitCode(err error) int {
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
 		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge):
 		return exitUsage
+	case errors.Is(err, protocol.ErrGate):
+		return exitRejected
 	case errors.Is(err, cas.ErrUnreachable):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
 		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted):
 		return exitVerify
-	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey):
+	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey),
+		errors.Is(err, protocol.ErrUnknownCommitment):
 		return exitNotFound
 	}
 	return exitError

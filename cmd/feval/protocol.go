@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -63,6 +64,13 @@ func taskCommand(a *appEnv) *cli.Command {
 				p := c.String("protocol")
 				if !protocol.ValidProtocol(p) {
 					return usagef("--protocol %q: want one of %s", p, strings.Join(protocol.Protocols, ", "))
+				}
+				dir := c.Args().First()
+				if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+					return usagef("%s is not a directory: a task is a directory", dir)
+				}
+				if err := evaluate.ValidateTask(p, os.DirFS(dir)); err != nil {
+					return usagef("%s is not a valid %s task: %v", dir, p, err)
 				}
 				l, s, ts, err := openForWrite(a, st, k)
 				if err != nil {
@@ -145,6 +153,7 @@ func commitCommand(a *appEnv) *cli.Command {
 		Flags: append(append(append(append([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "to", Usage: "also push the commitment (never the submission) to this registry repository"},
+			&cli.BoolFlag{Name: "skip-gate-check", Usage: "commit even if the submission fails the task's static gate (validators will reject it at reveal)"},
 		}, st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -168,6 +177,20 @@ func commitCommand(a *appEnv) *cli.Command {
 			round, err := cas.ResolveRef(c.Context, l, c.String("round"))
 			if err != nil {
 				return err
+			}
+			if !c.Bool("skip-gate-check") {
+				vs, err := protocol.PreCheck(c.Context, l, round, c.Args().First(), evaluate.Gate)
+				if err != nil {
+					return err
+				}
+				if len(vs) > 0 {
+					lines := make([]string, len(vs))
+					for i, v := range vs {
+						lines[i] = v.String()
+					}
+					return fmt.Errorf("%w (%d violations); nothing was committed; validators would reject it at reveal:\n%s",
+						protocol.ErrGate, len(vs), strings.Join(lines, "\n"))
+				}
 			}
 			res, err := protocol.Commit(c.Context, l, s, round, c.Args().First(), ts, rand.Reader)
 			if err != nil {
