@@ -234,6 +234,11 @@ func TestConformance(t *testing.T) {
 						t.Fatalf("sig referrer %d is %s, not one of the signatures pushed", i, r.Digest)
 					}
 				}
+				late := artifact(t, s, "application/vnd.test.sig", "late", &subj)
+				again, err := s.Referrers(ctx, subj, "application/vnd.test.sig")
+				if err != nil || len(again) != 4 || !slices.ContainsFunc(again, func(d ocispec.Descriptor) bool { return d.Digest == late.Digest }) {
+					t.Fatalf("a referrer pushed after a lookup is missing: %v, %v", again, err)
+				}
 				none, err := s.Referrers(ctx, other, "")
 				if err != nil || len(none) != 0 {
 					t.Fatalf("referrers of a leaf: %v, %v", none, err)

@@ -195,7 +195,6 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 		if _, ok := l.index[desc.Digest]; !ok {
 			l.pending[desc.Digest] = plain
 		}
-		l.subjects = nil // rebuilt lazily
 		l.mu.Unlock()
 	}
 	return nil
