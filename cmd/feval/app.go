@@ -178,3 +178,12 @@ func args(c *cli.Context, n int, names string) error {
 	}
 	return nil
 }
+
+// flagSet joins a command's own flags with its option groups' flags.
+func flagSet(groups ...[]cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}

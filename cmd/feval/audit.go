@@ -61,9 +61,9 @@ func sampleCommand(a *appEnv) *cli.Command {
 		Name:      "sample",
 		Usage:     "re-derive the audit rows a beacon selects for a reveal, and the chance of catching a cheat rate",
 		ArgsUsage: "REVEAL",
-		Flags: append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.IntFlag{Name: "n", Usage: "sample size (default: the task's audit size)"},
-		}, bo.Flags()...), st.Flags()...), out.Flags()...),
+		}, bo.Flags(), st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			out.Parse(c)
@@ -143,12 +143,12 @@ func evaluateCommand(a *appEnv) *cli.Command {
 		Name:      "evaluate",
 		Usage:     "validator: check a reveal, audit its sampled rows, and write a signed verdict",
 		ArgsUsage: "REVEAL",
-		Flags: append(append(append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "task", Usage: "the task the reveal must belong to (digest, prefix or tag); required"},
 			&cli.StringFlag{Name: "from", Usage: "registry repository to collect the round from"},
 			&cli.StringFlag{Name: "to", Usage: "registry repository to push the verdict to"},
 			&cli.BoolFlag{Name: "full", Usage: "recompute every row instead of a sample"},
-		}, bo.Flags()...), clk.Flags()...), st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		}, bo.Flags(), clk.Flags(), st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
@@ -230,10 +230,10 @@ func replayCommand(a *appEnv) *cli.Command {
 		Name:      "replay",
 		Usage:     "auditor: regenerate a verdict (or a consensus record) from its recorded inputs and compare: identical or differs",
 		ArgsUsage: "VERDICT|CONSENSUS",
-		Flags: append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "registry repository to fetch the verdict and its inputs from"},
 			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
-		}, st.Flags()...), tr.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), tr.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			tr.Parse(c)

@@ -26,7 +26,7 @@ func consensusCommand(a *appEnv) *cli.Command {
 			"artifact; the rules a JSON file (omitted members keep their defaults, see docs/CONSENSUS.md) or a\n" +
 			"signed 'rules' artifact. Files are recorded as signed artifacts so that 'feval replay' can\n" +
 			"re-derive the record from its inputs.",
-		Flags: append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "stakes", Usage: "stake table: a JSON file, or a stakes artifact's digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "rules", Usage: "rules: a JSON file, or a rules artifact's digest, prefix or tag (default: the documented defaults)"},
@@ -34,7 +34,7 @@ func consensusCommand(a *appEnv) *cli.Command {
 			&cli.StringFlag{Name: "to", Usage: "registry repository to push the record (and any input it lacks) to"},
 			&cli.StringFlag{Name: "incumbent", Usage: "submission digest of the seat holder before the round (default: the seat is vacant)"},
 			&cli.StringFlag{Name: "incumbent-score", Usage: "the incumbent's recorded seat score, an exact rational such as 7/10; required with --incumbent"},
-		}, st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)

@@ -56,7 +56,7 @@ func frontierCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "frontier",
 		Usage: "optimizer: fold runs into the frontier history (confirmed events, the bar, each run's outcome)",
-		Flags: append(fo.Flags(), out.Flags()...),
+		Flags: flagSet(fo.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			out.Parse(c)
 			if err := args(c, 0, "no arguments"); err != nil {
@@ -97,9 +97,9 @@ func emissionCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "emission",
 		Usage: "optimizer: split emission at a time among frontier contributors: credits, weights, burn, u16 vector",
-		Flags: append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "at", Usage: "the time since launch: seconds, or a duration such as 14d or 36h; required"},
-		}, fo.Flags()...), out.Flags()...),
+		}, fo.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			out.Parse(c)
 			if err := args(c, 0, "no arguments"); err != nil {

@@ -12,7 +12,7 @@ func fsckCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "fsck",
 		Usage: "re-hash every blob of the local store and walk every manifest's closure",
-		Flags: append(st.Flags(), out.Flags()...),
+		Flags: flagSet(st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			out.Parse(c)

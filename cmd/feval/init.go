@@ -10,7 +10,7 @@ func initCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "init",
 		Usage: "create the local store (an OCI image layout) if it does not exist",
-		Flags: append(st.Flags(), out.Flags()...),
+		Flags: flagSet(st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			out.Parse(c)

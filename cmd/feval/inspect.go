@@ -24,9 +24,9 @@ func inspectCommand(a *appEnv) *cli.Command {
 		Name:      "inspect",
 		Usage:     "show an artifact's record, payload layers and referrers",
 		ArgsUsage: "DIGEST|PREFIX|TAG",
-		Flags: append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.BoolFlag{Name: "record", Usage: "print only the record's canonical JSON bytes"},
-		}, st.Flags()...), out.Flags()...),
+		}, st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			out.Parse(c)

@@ -31,7 +31,7 @@ func keyGenerateCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "generate",
 		Usage: "write a new encrypted key pair (KEY and KEY's .pub); the password comes from FEVAL_PASSWORD, COSIGN_PASSWORD or a prompt",
-		Flags: append(k.Flags(), out.Flags()...),
+		Flags: flagSet(k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			k.Parse(c)
 			out.Parse(c)
@@ -108,7 +108,7 @@ func keyShowCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "show",
 		Usage: "print the public key and its fingerprint",
-		Flags: append(k.Flags(), out.Flags()...),
+		Flags: flagSet(k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			k.Parse(c)
 			out.Parse(c)

@@ -17,12 +17,12 @@ func leaderboardCommand(a *appEnv) *cli.Command {
 		Description: "Cells: Passed or Rejected (the validator's latest verdict), In progress (an undetermined or\n" +
 			"infra_error verdict: no final verdict yet), Carried (from --carry-from while the replacement is\n" +
 			"evaluated), '-' (nothing). Reward status comes only from --consensus, apart from audit progress.",
-		Flags: append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "from", Usage: "registry repository to gather the round, its submissions and verdicts from"},
 			&cli.StringFlag{Name: "consensus", Usage: "a consensus record of the round (digest, prefix or tag) for scores and reward status"},
 			&cli.StringFlag{Name: "carry-from", Usage: "an earlier round (digest, prefix or tag) whose results are carried into cells without a final verdict"},
-		}, st.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			rem.Parse(c)

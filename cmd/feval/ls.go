@@ -21,10 +21,10 @@ func lsCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "ls",
 		Usage: "list the artifacts in the local store (signatures with --all)",
-		Flags: append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.BoolFlag{Name: "all", Usage: "include signatures and foreign manifests"},
 			&cli.StringFlag{Name: "kind", Usage: "only artifacts of this kind"},
-		}, st.Flags()...), out.Flags()...),
+		}, st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			out.Parse(c)

@@ -21,7 +21,7 @@ func packCommand(a *appEnv) *cli.Command {
 		Name:      "pack",
 		Usage:     "pack a file or directory into a signed artifact in the local store and print its digest",
 		ArgsUsage: "PATH",
-		Flags:     append(append(append(flags, st.Flags()...), k.Flags()...), out.Flags()...),
+		Flags:     flagSet(flags, st.Flags(), k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)

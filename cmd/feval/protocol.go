@@ -50,10 +50,10 @@ func taskCommand(a *appEnv) *cli.Command {
 			Name:      "create",
 			Usage:     "pack a task directory into a signed task artifact and print its digest",
 			ArgsUsage: "DIR",
-			Flags: append(append(append([]cli.Flag{
+			Flags: flagSet([]cli.Flag{
 				&cli.StringFlag{Name: "protocol", Usage: "rollouts, scenarios or optimizer; required"},
 				&cli.StringFlag{Name: "tag", Usage: "also name the task with this tag"},
-			}, st.Flags()...), k.Flags()...), out.Flags()...),
+			}, st.Flags(), k.Flags(), out.Flags()),
 			Action: func(c *cli.Context) error {
 				st.Parse(c)
 				k.Parse(c)
@@ -97,12 +97,12 @@ func roundCommand(a *appEnv) *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "open",
 			Usage: "write a signed round for a task: when commits and reveals close",
-			Flags: append(append(append([]cli.Flag{
+			Flags: flagSet([]cli.Flag{
 				&cli.StringFlag{Name: "task", Usage: "task digest, prefix or tag; required"},
 				&cli.StringFlag{Name: "commit-until", Usage: "end of the commit window: RFC 3339 UTC time or height:N; required"},
 				&cli.StringFlag{Name: "reveal-until", Usage: "end of the reveal window: RFC 3339 UTC time or height:N; required"},
 				&cli.StringFlag{Name: "tag", Usage: "also name the round with this tag"},
-			}, st.Flags()...), k.Flags()...), out.Flags()...),
+			}, st.Flags(), k.Flags(), out.Flags()),
 			Action: func(c *cli.Context) error {
 				st.Parse(c)
 				k.Parse(c)
@@ -150,11 +150,11 @@ func commitCommand(a *appEnv) *cli.Command {
 		Name:      "commit",
 		Usage:     "miner: pack a submission privately and print the commitment to publish",
 		ArgsUsage: "PATH",
-		Flags: append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "to", Usage: "also push the commitment (never the submission) to this registry repository"},
 			&cli.BoolFlag{Name: "skip-gate-check", Usage: "commit even if the submission fails the task's static gate (validators will reject it at reveal)"},
-		}, st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
@@ -215,9 +215,9 @@ func revealCommand(a *appEnv) *cli.Command {
 		Name:      "reveal",
 		Usage:     "miner: open a commitment: push the submission and a signed reveal (salt included)",
 		ArgsUsage: "COMMITMENT",
-		Flags: append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "to", Usage: "registry repository to push the reveal and submission to"},
-		}, st.Flags()...), k.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
@@ -267,10 +267,10 @@ func revealsCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "reveals",
 		Usage: "validator: collect a round's commitments and reveals, record when each was first seen, and list every reveal with its status",
-		Flags: append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "from", Usage: "registry repository to collect from (default: the local store only)"},
-		}, st.Flags()...), rem.Flags()...), clk.Flags()...), out.Flags()...),
+		}, st.Flags(), rem.Flags(), clk.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			rem.Parse(c)

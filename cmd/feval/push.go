@@ -22,7 +22,7 @@ func pushCommand(a *appEnv) *cli.Command {
 		Name:      "push",
 		Usage:     "copy an artifact with its subjects, signatures and other referrers to a registry",
 		ArgsUsage: "DIGEST|PREFIX|TAG REF (REF = host[:port]/repository[:tag])",
-		Flags:     append(append(st.Flags(), rem.Flags()...), out.Flags()...),
+		Flags:     flagSet(st.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			rem.Parse(c)
@@ -68,9 +68,9 @@ func pullCommand(a *appEnv) *cli.Command {
 		Name:      "pull",
 		Usage:     "copy an artifact with its subjects, signatures and other referrers from a registry into the local store",
 		ArgsUsage: "REF (host[:port]/repository:tag or @digest)",
-		Flags: append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "tag", Usage: "also name the pulled artifact with this local tag"},
-		}, st.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			rem.Parse(c)

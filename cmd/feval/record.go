@@ -16,10 +16,10 @@ func recordCommand(a *appEnv) *cli.Command {
 		Name:      "record",
 		Usage:     "write a JSON record as a signed artifact of a kind (canonicalised; floats refused) and print its digest",
 		ArgsUsage: "FILE.json (- for stdin)",
-		Flags: append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "kind", Usage: "artifact kind; required"},
 			&cli.StringFlag{Name: "subject", Usage: "digest, prefix or tag of the artifact this record is about"},
-		}, st.Flags()...), k.Flags()...), out.Flags()...),
+		}, st.Flags(), k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)

@@ -92,7 +92,7 @@ func sandboxRunCommand(a *appEnv) *cli.Command {
 		Name:      "run",
 		Usage:     "run a command under the sandbox, as evaluations do, and report what happened",
 		ArgsUsage: "[flags] -- CMD [ARGS...]",
-		Flags: append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringSliceFlag{Name: "input", Usage: "HOST:TARGET mounted read-only (TARGET under /in; repeatable)"},
 			&cli.StringFlag{Name: "output", Usage: "host directory that receives what the command leaves in /out"},
 			&cli.StringSliceFlag{Name: "env", Usage: "KEY=VALUE for the command (nothing is inherited; repeatable)"},
@@ -104,7 +104,7 @@ func sandboxRunCommand(a *appEnv) *cli.Command {
 			&cli.Int64Flag{Name: "open-files", Value: d.OpenFiles, Usage: "open file limit"},
 			&cli.Int64Flag{Name: "output-bytes", Value: d.OutputBytes, Usage: "size of /out"},
 			&cli.BoolFlag{Name: "unsandboxed-dev-mode-no-isolation", Usage: "DANGER: run without any isolation (development only; results are marked unsandboxed and refused by validators)"},
-		}, out.Flags()...),
+		}, out.Flags()),
 		Action: func(c *cli.Context) error {
 			out.Parse(c)
 			if c.NArg() == 0 {

@@ -14,10 +14,10 @@ func verifyCommand(a *appEnv) *cli.Command {
 		Name:      "verify",
 		Usage:     "check an artifact's closure: every digest, a trusted signature on every manifest, subject links",
 		ArgsUsage: "DIGEST|PREFIX|TAG",
-		Flags: append(append(append(append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "verify in this registry repository (host/repo) instead of the local store"},
 			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
-		}, st.Flags()...), tr.Flags()...), rem.Flags()...), out.Flags()...),
+		}, st.Flags(), tr.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			tr.Parse(c)
