@@ -67,11 +67,10 @@ func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, verdict ocispec.De
 		if _, err := cas.Copy(ctx, src, l, desc, cas.CopyOptions{Subjects: true}); err != nil {
 			return fmt.Errorf("fetching input %s: %w", d, err)
 		}
-		// Signatures only, not other referrers: copy each signature referrer.
-		for _, node := range []ocispec.Descriptor{desc} {
-			if err := copySignatures(ctx, src, l, node); err != nil {
-				return err
-			}
+		// Signatures only, not other referrers (a reveal's round holds every
+		// other miner's commitments).
+		if err := copySignatures(ctx, src, l, desc); err != nil {
+			return err
 		}
 	}
 	for _, d := range []digest.Digest{v.Inputs.Commitment, v.Inputs.Round} {

@@ -326,26 +326,18 @@ func (cg *runCgroup) mechanisms() []string {
 }
 
 // addProcess moves pid into every cgroup of the run.
-func (cg *runCgroup) addProcess(pid int) error {
-	done := map[string]bool{}
-	for _, dir := range cg.dirs {
-		if done[dir] {
-			continue
-		}
-		done[dir] = true
-		if err := writeCgroupFile(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (cg *runCgroup) addProcess(pid int) error { return moveTo(cg.dirs, pid) }
 
 // moveOut moves pid back to the caller's own cgroups, so that the run's
 // cgroups hold only the program's processes: its limits and counters are
 // then the program's alone, and the out-of-memory killer cannot pick pid.
-func (cg *runCgroup) moveOut(pid int) error {
+func (cg *runCgroup) moveOut(pid int) error { return moveTo(cg.homes, pid) }
+
+// moveTo writes pid into cgroup.procs of each distinct directory of dirs (v1
+// controllers may share one directory).
+func moveTo(dirs map[string]string, pid int) error {
 	done := map[string]bool{}
-	for _, dir := range cg.homes {
+	for _, dir := range dirs {
 		if done[dir] {
 			continue
 		}

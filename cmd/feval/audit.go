@@ -191,8 +191,8 @@ func evaluateCommand(a *appEnv) *cli.Command {
 				return err
 			}
 			if dst != nil {
-				if _, err := cas.Copy(c.Context, l, dst, res.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
-					return fmt.Errorf("pushing verdict: %w", err)
+				if err := publish(c.Context, l, dst, res.Artifact, "verdict"); err != nil {
+					return err
 				}
 			}
 			if err := a.render(out, res, func(w *tabw) {

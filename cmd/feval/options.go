@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -210,4 +211,13 @@ func (a *appEnv) password(confirm bool) ([]byte, error) {
 		}
 	}
 	return pw, nil
+}
+
+// publish pushes an artifact with its subjects and referrers (signatures) to a
+// registry; what names it in the error.
+func publish(ctx context.Context, l *cas.Layout, dst *cas.Remote, desc ociDesc, what string) error {
+	if _, err := cas.Copy(ctx, l, dst, desc, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+		return fmt.Errorf("pushing %s: %w", what, err)
+	}
+	return nil
 }

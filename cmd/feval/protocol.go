@@ -200,8 +200,8 @@ func commitCommand(a *appEnv) *cli.Command {
 				return err
 			}
 			if dst != nil {
-				if _, err := cas.Copy(c.Context, l, dst, res.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
-					return fmt.Errorf("pushing commitment: %w", err)
+				if err := publish(c.Context, l, dst, res.Artifact, "commitment"); err != nil {
+					return err
 				}
 			}
 			return a.render(out, res, func(w *tabw) { w.line("%s", res.Commitment) })
@@ -253,8 +253,8 @@ func revealCommand(a *appEnv) *cli.Command {
 				if _, err := cas.Copy(c.Context, l, dst, sub, cas.CopyOptions{Referrers: true}); err != nil {
 					return fmt.Errorf("pushing submission: %w", err)
 				}
-				if _, err := cas.Copy(c.Context, l, dst, res.Reveal, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
-					return fmt.Errorf("pushing reveal: %w", err)
+				if err := publish(c.Context, l, dst, res.Reveal, "reveal"); err != nil {
+					return err
 				}
 			}
 			return a.render(out, res, func(w *tabw) { w.line("%s", res.Reveal.Digest) })
