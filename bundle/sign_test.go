@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -221,7 +222,7 @@ func TestForgedSignatureRejected(t *testing.T) {
 
 // attachBundle attaches raw Sigstore bundle bytes to target as a signature
 // referrer, as another tool would.
-func attachBundle(t *testing.T, st cas.Store, target ocispec.Descriptor, b []byte) ocispec.Descriptor {
+func attachBundle(t testing.TB, st cas.Store, target ocispec.Descriptor, b []byte) ocispec.Descriptor {
 	t.Helper()
 	ctx := context.Background()
 	layer, err := PushBytes(ctx, st, MediaTypeSigstoreBundle, b)
@@ -325,4 +326,66 @@ func sortedFPs(ss ...*Signer) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// memReferrer is a store whose only signature referrer of any subject is held
+// in memory: the fuzz target checks one bundle without writing to disk.
+type memReferrer struct {
+	cas.Store
+	ref   ocispec.Descriptor
+	blobs map[digest.Digest][]byte
+}
+
+func (m memReferrer) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if b, ok := m.blobs[desc.Digest]; ok {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	return m.Store.Fetch(ctx, desc)
+}
+
+func (m memReferrer) Referrers(context.Context, ocispec.Descriptor, string) ([]ocispec.Descriptor, error) {
+	return []ocispec.Descriptor{m.ref}, nil
+}
+
+// withBundle returns st with b attached to target as its only signature.
+func withBundle(t testing.TB, st cas.Store, target ocispec.Descriptor, b []byte) memReferrer {
+	layer := ocispec.Descriptor{MediaType: MediaTypeSigstoreBundle, Digest: digest.FromBytes(b), Size: int64(len(b))}
+	subj := ocispec.Descriptor{MediaType: target.MediaType, Digest: target.Digest, Size: target.Size}
+	m := ocispec.Manifest{Versioned: manifestVersion, MediaType: ocispec.MediaTypeImageManifest, ArtifactType: MediaTypeSigstoreBundle,
+		Config: ocispec.DescriptorEmptyJSON, Layers: []ocispec.Descriptor{layer}, Subject: &subj}
+	mb, err := Canonical(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(mb), Size: int64(len(mb))}
+	return memReferrer{Store: st, ref: ref, blobs: map[digest.Digest][]byte{layer.Digest: b, ref.Digest: mb}}
+}
+
+// FuzzCheckSignatures checks arbitrary bytes as a signature bundle: checking
+// never panics, never trusts them, and says why.
+func FuzzCheckSignatures(f *testing.F) {
+	s := testSigner(f)
+	l, p := signedFixture(f, s)
+	ctx := context.Background()
+	genuine, err := s.SignatureBytes(p.Artifact)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if checks, err := CheckSignatures(ctx, withBundle(f, l, p.Artifact, genuine), p.Artifact, []*PublicKey{s.Public()}); err != nil || len(checks) != 1 || !checks[0].Trusted {
+		f.Fatalf("the genuine bundle through the in-memory referrer: %+v %v", checks, err)
+	}
+	f.Add(genuine)
+	f.Add([]byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","verificationMaterial":{"publicKey":{"hint":"AAAA"}},"messageSignature":{"signature":"AAAA"}}`))
+	f.Add([]byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","dsseEnvelope":{"payload":"e30=","payloadType":"application/vnd.in-toto+json","signatures":[]}}`))
+	f.Add([]byte("not json"))
+	other := testSigner(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checks, err := CheckSignatures(ctx, withBundle(t, l, p.Artifact, b), p.Artifact, []*PublicKey{other.Public()})
+		if err != nil || len(checks) != 1 {
+			t.Fatalf("%v %v", checks, err)
+		}
+		if c := checks[0]; c.Trusted || c.Reason == "" {
+			t.Fatalf("arbitrary bundle checked as %+v", c)
+		}
+	})
 }
