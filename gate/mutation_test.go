@@ -147,6 +147,8 @@ func TestModuleConstantDefaults(t *testing.T) {
 		{"tuple and number constants", head + "LR = 1e-3\nBETAS = (0.9, (0.99, 0.999))\nEPS: float = -1e-8\n" + cls +
 			"    def __init__(self, params, lr=LR, betas=BETAS, eps: float = EPS):\n        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))\n\n" + step, nil},
 		{"helper default", head + "SCALE = 2\n\n\ndef h(x, s=SCALE):\n    return x * s\n" + cls + step, nil},
+		{"tuple of constants", head + "B1 = 0.9\nB2 = 0.999\n\n\ndef h(x, b=(B1, (B2, 1e-8))):\n    return x\n" + cls + step, nil},
+		{"tuple with a helper", head + "B1 = 0.9\n\n\ndef h(x, b=(B1, h)):\n    return x\n" + cls + step, []string{at(RuleNonConstant, 7)}},
 		{"constant bound twice", head + "LR = 1e-3\nLR = 1e-2\n" + cls + "    def __init__(self, params, lr=LR):\n        pass\n\n" + step,
 			[]string{at(RuleNonConstant, 9)}},
 		{"constant rebound by a def", head + "LR = 1e-3\n\n\ndef LR():\n    return 1\n" + cls + "    def __init__(self, params, lr=LR):\n        pass\n\n" + step,

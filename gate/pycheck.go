@@ -519,6 +519,23 @@ func (c *pyChecker) isModuleConstant(name string, sc *scope) bool {
 	return !(c.inMethodDefaults && c.classBody[name])
 }
 
+// isDefault reports whether v may be a def parameter's default: a literal, a
+// module-level constant (isModuleConstant), or a tuple of those.
+func (c *pyChecker) isDefault(v *sitter.Node, sc *scope) bool {
+	switch v.Kind() {
+	case "identifier":
+		return c.isModuleConstant(c.text(v), sc)
+	case "tuple", "parenthesized_expression":
+		for _, k := range kids(v) {
+			if !c.isDefault(k, sc) {
+				return false
+			}
+		}
+		return true
+	}
+	return c.isConst(v)
+}
+
 func decorators(n *sitter.Node) []*sitter.Node {
 	var out []*sitter.Node
 	for _, k := range kids(n) {
@@ -925,7 +942,7 @@ func (c *pyChecker) checkParameters(params *sitter.Node, sc, enclosing *scope, i
 			}
 			v := p.ChildByFieldName("value")
 			if isDef {
-				if !c.isConst(v) && !(v.Kind() == "identifier" && c.isModuleConstant(c.text(v), enclosing)) {
+				if !c.isDefault(v, enclosing) {
 					c.report(RuleNonConstant, v, "default value of %s must be a literal or a module-level constant bound once to a literal", c.text(n))
 				}
 			} else {
