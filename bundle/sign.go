@@ -318,7 +318,7 @@ func CheckSignatures(ctx context.Context, st cas.Store, target ocispec.Descripto
 	}
 	out := make([]SignatureCheck, 0, len(refs))
 	for _, r := range refs {
-		out = append(out, checkOne(ctx, st, r, target, trusted))
+		out = append(out, checkOne(ctx, st, r, target, trusted, false))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Signature < out[j].Signature })
 	return out, nil
@@ -492,13 +492,17 @@ func (p parsedSignature) verifiesWith(k *PublicKey) bool {
 	return false
 }
 
-// checkOne checks one signature referrer against the trusted keys.
-func checkOne(ctx context.Context, st cas.Store, ref, target ocispec.Descriptor, trusted []*PublicKey) SignatureCheck {
+// checkOne checks one signature referrer against the trusted keys and, with
+// carried set, against the key its statement carries too.
+func checkOne(ctx context.Context, st cas.Store, ref, target ocispec.Descriptor, trusted []*PublicKey, carried bool) SignatureCheck {
 	c := SignatureCheck{Signature: ref.Digest, Target: target.Digest}
 	p, hint, err := readSignature(ctx, st, ref, target)
 	if err != nil {
 		c.Reason, c.Claimed, c.Malformed = err.Error(), hint, true
 		return c
+	}
+	if carried && p.carried != nil {
+		trusted = append(slices.Clip(trusted), p.carried)
 	}
 	for _, k := range trusted {
 		if p.verifiesWith(k) {
@@ -551,11 +555,7 @@ func Signers(ctx context.Context, st cas.Store, target ocispec.Descriptor) ([]st
 	}
 	checks := make([]SignatureCheck, 0, len(refs))
 	for _, r := range refs {
-		var keys []*PublicKey
-		if p, _, err := readSignature(ctx, st, r, target); err == nil && p.carried != nil {
-			keys = []*PublicKey{p.carried}
-		}
-		checks = append(checks, checkOne(ctx, st, r, target, keys))
+		checks = append(checks, checkOne(ctx, st, r, target, nil, true))
 	}
 	out := TrustedSigners(checks)
 	if len(out) == 0 {
