@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 
-	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
@@ -242,13 +241,11 @@ func replayCommand(a *appEnv) *cli.Command {
 			if err := args(c, 1, "one VERDICT"); err != nil {
 				return err
 			}
-			var trusted []*bundle.PublicKey
-			if len(tr.Keys) > 0 {
-				keys, err := tr.Load()
-				if err != nil {
-					return err
-				}
-				trusted = keys
+			// Replay decides on the auditor's keys (--pub, else its own), never
+			// on whoever signed.
+			trusted, err := tr.Load()
+			if err != nil {
+				return err
 			}
 			l, err := st.Open()
 			if err != nil {
@@ -280,6 +277,7 @@ func replayCommand(a *appEnv) *cli.Command {
 			}
 			if err := a.render(out, res, func(w *tabw) {
 				w.line("%s %s (status %s, signed by %s)", res.Outcome, res.Verdict, res.Status, fingerprints(res.Signers))
+				renderSkipped(w, res.Skipped)
 				if res.Outcome == replay.Differs {
 					w.line("recomputed %s", res.Recomputed)
 					w.row("PATH", "RECORDED", "RECOMPUTED")

@@ -57,7 +57,7 @@ func exitCode(err error) int {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
-		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge):
+		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, replay.ErrNoTrustedKeys):
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate):
 		return exitRejected
