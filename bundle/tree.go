@@ -154,32 +154,6 @@ func ReadTree(r io.Reader, lim Limits) ([]File, error) {
 	return files, err
 }
 
-// Unpack writes a normalised tar stream under dest, which must not exist yet or be
-// empty, refusing unsafe entries and anything over limits.
-func Unpack(r io.Reader, dest string, lim Limits) error {
-	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return err
-	}
-	return walkTar(r, lim, func(hdr *tar.Header, body io.Reader) error {
-		target := filepath.Join(dest, filepath.FromSlash(strings.TrimSuffix(hdr.Name, "/")))
-		if hdr.Typeflag == tar.TypeDir {
-			return os.MkdirAll(target, 0o755)
-		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(hdr.Mode&0o755))
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, body); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	})
-}
-
 func walkTar(r io.Reader, lim Limits, fn func(*tar.Header, io.Reader) error) error {
 	tr := tar.NewReader(r)
 	seen := map[string]bool{}
