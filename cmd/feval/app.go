@@ -30,7 +30,8 @@ type appEnv struct {
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	a := &appEnv{stdin: stdin, stdout: stdout, stderr: stderr}
 	cli.AppHelpTemplate = cli.AppHelpTemplate + "\n" + exitCodeHelp
-	return &cli.App{
+	cli.FlagStringer = flagString
+	app := &cli.App{
 		Name:  "feval",
 		Usage: "verifiable evaluation for open competitions: signed OCI artifacts, replayable verdicts",
 		Description: "Miners run 'feval commit' and 'feval reveal'; validators run 'feval evaluate';\n" +
@@ -41,12 +42,6 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Reader:          stdin,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
-		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return usagef("%v (see 'feval %s --help')", err, c.Command.Name)
-		},
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(stderr, "feval: unknown command %q: see 'feval --help'\n", name)
-		},
 		Commands: []*cli.Command{
 			initCommand(a),
 			keyCommand(a),
@@ -72,8 +67,14 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			emissionCommand(a),
 			recordCommand(a),
 			sandboxCommand(a),
+			unpackCommand(a),
+			versionCommand(a),
+			completionCommand(a),
+			manCommand(a),
 		},
 	}
+	applyConventions(app)
+	return app
 }
 
 // render prints a result: JSON when asked, else the text the command draws.
@@ -174,7 +175,7 @@ func shortDigest(d fmt.Stringer) string {
 // args checks the positional argument count.
 func args(c *cli.Context, n int, names string) error {
 	if c.NArg() != n {
-		return usagef("'feval %s' takes %s (got %d arguments); flags go before arguments", c.Command.FullName(), names, c.NArg())
+		return usagef("'feval %s' takes %s (got %d arguments)", c.Command.FullName(), names, c.NArg())
 	}
 	return nil
 }

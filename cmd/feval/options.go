@@ -39,7 +39,7 @@ type storeOptions struct {
 }
 
 func (o *storeOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore(), DefaultText: "$" + envStore + " or " + defaultStore()}}
+	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore()}}
 }
 
 func (o *storeOptions) Parse(c *cli.Context) { o.Path = c.String("store") }
@@ -55,7 +55,7 @@ type keyOptions struct {
 var errNoKey = errors.New("no signing key")
 
 func (o *keyOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey(), DefaultText: "$" + envKey + " or " + defaultKey()}}
+	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey()}}
 }
 
 func (o *keyOptions) Parse(c *cli.Context) { o.Path = c.String("key") }
