@@ -206,7 +206,8 @@ func TreeFS(files []File) fs.FS {
 	return m
 }
 
-// LoadTree reads an artifact's single tree payload into memory within lim.
+// LoadTree reads an artifact's single tree payload into memory within lim,
+// reporting the bytes read to the context's Progress (cas.WithProgress).
 func LoadTree(ctx context.Context, st cas.Store, art *Loaded, lim Limits) ([]File, error) {
 	if len(art.Payloads) != 1 {
 		return nil, fmt.Errorf("%s has %d payloads, want 1: %w", art.Desc.Digest, len(art.Payloads), ErrNotArtifact)
@@ -228,12 +229,18 @@ func LoadTree(ctx context.Context, st cas.Store, art *Loaded, lim Limits) ([]Fil
 		return nil, err
 	}
 	defer rc.Close()
-	files, err := ReadTree(rc, lim)
+	prog := cas.ProgressFrom(ctx)
+	var size int64
+	fmt.Sscan(p.Annotations[AnnotationContentSize], &size)
+	prog.Start(size)
+	defer prog.Done()
+	r := &progressReader{r: rc, add: prog.Add}
+	files, err := ReadTree(r, lim)
 	if err != nil {
 		return nil, err
 	}
 	// Reading to the end verifies the uncompressed digest.
-	if _, err := io.Copy(io.Discard, rc); err != nil {
+	if _, err := io.Copy(io.Discard, r); err != nil {
 		return nil, err
 	}
 	return files, nil

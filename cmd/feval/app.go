@@ -4,17 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-	"sync"
 	"text/tabwriter"
-	"time"
 
 	"github.com/feval/feval/bundle"
-	"github.com/feval/feval/cas"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 )
 
 type ociDesc = ocispec.Descriptor
@@ -96,72 +91,6 @@ type tabw struct{ tw *tabwriter.Writer }
 func (w *tabw) row(cols ...string) { fmt.Fprintln(w.tw, strings.Join(cols, "\t")) }
 func (w *tabw) line(format string, a ...any) {
 	fmt.Fprintf(w.tw, format+"\n", a...)
-}
-
-// progress returns a terminal progress bar on stderr, or cas.NoProgress when
-// stderr is not a terminal or output is --json or --quiet.
-func (a *appEnv) progress(o *outputOptions, label string) cas.Progress {
-	f, ok := a.stderr.(*os.File)
-	if o.JSON || o.Quiet || !ok || !term.IsTerminal(int(f.Fd())) {
-		return cas.NoProgress
-	}
-	return &bar{w: f, label: label}
-}
-
-// bar is a one-line progress bar redrawn at most ten times a second.
-type bar struct {
-	w     io.Writer
-	label string
-	mu    sync.Mutex
-	total int64
-	done  int64
-	last  time.Time
-}
-
-func (b *bar) Start(total int64) { b.mu.Lock(); b.total = total; b.mu.Unlock() }
-
-func (b *bar) Add(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.done += n
-	if time.Since(b.last) > 100*time.Millisecond {
-		b.draw()
-		b.last = time.Now()
-	}
-}
-
-func (b *bar) Done() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.total > 0 {
-		b.draw()
-		fmt.Fprintln(b.w)
-	}
-}
-
-func (b *bar) draw() {
-	if b.total <= 0 {
-		return
-	}
-	const width = 30
-	frac := float64(b.done) / float64(b.total)
-	if frac > 1 {
-		frac = 1
-	}
-	n := int(frac * width)
-	fmt.Fprintf(b.w, "\r%s [%s%s] %s / %s", b.label, strings.Repeat("=", n), strings.Repeat(" ", width-n), humanBytes(b.done), humanBytes(b.total))
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func shortDigest(d fmt.Stringer) string {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/feval/feval/cas"
 	"github.com/urfave/cli/v2"
 )
 
@@ -283,6 +284,9 @@ func applyConventions(app *cli.App) {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 				return usagef("%v\n%s", err, usageText(p, cmd))
 			}
+			if c.Action != nil && len(c.Subcommands) == 0 {
+				c.Action = withProgress(app, strings.Join(p[1:], " "), c.Action)
+			}
 			if ex := commandExamples[strings.Join(p[1:], " ")]; ex != "" {
 				if c.Description != "" {
 					c.Description += "\n\n"
@@ -293,6 +297,18 @@ func applyConventions(app *cli.App) {
 		}
 	}
 	walk([]string{app.Name}, app.Commands)
+}
+
+// withProgress runs a command's action with a progress bar in its context
+// (cas.WithProgress), so that every library operation moving large data under
+// it reports, without each command wiring it: none without a terminal on stderr
+// or with --json or --quiet.
+func withProgress(app *cli.App, label string, action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		quiet := c.Bool("json") || c.Bool("quiet")
+		c.Context = cas.WithProgress(c.Context, newProgress(app.ErrWriter, quiet, label))
+		return action(c)
+	}
 }
 
 // missingExamples lists the commands (by path) without an entry in
