@@ -104,7 +104,11 @@ func shortDigest(d fmt.Stringer) string {
 // args checks the positional argument count.
 func args(c *cli.Context, n int, names string) error {
 	if c.NArg() != n {
-		return usagef("'feval %s' takes %s (got %d arguments)", c.Command.FullName(), names, c.NArg())
+		got := fmt.Sprintf("%d arguments", c.NArg())
+		if c.NArg() == 1 {
+			got = "1 argument"
+		}
+		return usagef("'%s' takes %s (got %s)\n%s", c.Command.HelpName, names, got, usageText(strings.Fields(c.Command.HelpName), c.Command))
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func TestUsageErrorsPrintNothingOnStdout(t *testing.T) {
 	for _, line := range []string{
 		"frob", "key frob", "task frob", "sandbox frob", "help frob", "ls --frob", "key show --frob", "--frob",
 		"key --frob", "ls --kind", "sample -n abc x", "sandbox run --wall-ms nope -- /bin/true", "frob --json",
-		"inspect x --frob", "completion tcsh",
+		"inspect x --frob", "completion tcsh", "ls extra", "key show extra", "task create",
 	} {
 		t.Run(line, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
