@@ -301,3 +301,48 @@ func TestExtractTarget(t *testing.T) {
 }
 
 func setUmask(m int) int { return syscall.Umask(m) }
+
+// FuzzUnpack: arbitrary archives never panic, and whatever is written stays
+// inside the target as regular files and directories with the format's modes.
+func FuzzUnpack(f *testing.F) {
+	f.Add(tarOf(f, &tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 3, Mode: 0o644}))
+	f.Add(tarOf(f, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "d/b", Typeflag: tar.TypeReg, Size: 1, Mode: 0o755}))
+	f.Add(tarOf(f, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: ".."}, &tar.Header{Name: "l/x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}))
+	f.Add(tarOf(f, &tar.Header{Name: "../x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}))
+	f.Add([]byte("not a tar"))
+	lim := Limits{MaxFiles: 50, MaxBytes: 1 << 16, MaxFile: 1 << 14}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parent := t.TempDir()
+		dest := filepath.Join(parent, "out")
+		if err := os.Mkdir(dest, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		unpackInto(dest, bytes.NewReader(b), lim)
+		if left, _ := os.ReadDir(parent); len(left) != 1 {
+			t.Fatalf("written beside the target: %v", left)
+		}
+		var total int64
+		filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+			if err != nil || p == dest {
+				return err
+			}
+			switch {
+			case fi.IsDir():
+				if fi.Mode().Perm() != 0o755 {
+					t.Fatalf("%s: directory mode %v", p, fi.Mode())
+				}
+			case fi.Mode().IsRegular():
+				if m := fi.Mode().Perm(); m != 0o644 && m != 0o755 {
+					t.Fatalf("%s: file mode %v", p, fi.Mode())
+				}
+				total += fi.Size()
+			default:
+				t.Fatalf("%s: %v is neither a file nor a directory", p, fi.Mode())
+			}
+			return nil
+		})
+		if total > lim.MaxBytes {
+			t.Fatalf("wrote %d bytes, over the limit", total)
+		}
+	})
+}
