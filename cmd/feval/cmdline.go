@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -286,6 +287,7 @@ func applyConventions(app *cli.App) {
 			}
 			if c.Action != nil && len(c.Subcommands) == 0 {
 				c.Action = withProgress(app, strings.Join(p[1:], " "), c.Action)
+				c.Action = requireFlags(p, c)
 			}
 			if ex := commandExamples[strings.Join(p[1:], " ")]; ex != "" {
 				if c.Description != "" {
@@ -297,6 +299,33 @@ func applyConventions(app *cli.App) {
 		}
 	}
 	walk([]string{app.Name}, app.Commands)
+}
+
+// requireFlags takes over urfave/cli's check of flags marked Required, which
+// prints the command's help on stdout: a missing one is a usage error like any
+// other.
+func requireFlags(path []string, c *cli.Command) cli.ActionFunc {
+	var required []string
+	for _, f := range c.Flags {
+		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+			required = append(required, f.Names()[0])
+			v := reflect.ValueOf(f)
+			if v.Kind() == reflect.Pointer {
+				if field := v.Elem().FieldByName("Required"); field.IsValid() && field.CanSet() && field.Kind() == reflect.Bool {
+					field.SetBool(false)
+				}
+			}
+		}
+	}
+	action := c.Action
+	return func(ctx *cli.Context) error {
+		for _, name := range required {
+			if !ctx.IsSet(name) {
+				return usagef("%s is required\n%s", dashed(name), usageText(path, c))
+			}
+		}
+		return action(ctx)
+	}
 }
 
 // withProgress runs a command's action with a progress bar in its context

@@ -229,3 +229,32 @@ func TestCloseEnough(t *testing.T) {
 		}
 	}
 }
+
+// TestRequiredFlagIsAUsageError: a flag marked Required that is missing gives
+// exit 2 with the usage on stderr, not urfave/cli's help on stdout.
+func TestRequiredFlagIsAUsageError(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	ran := false
+	app := &cli.App{Name: "feval", Writer: &stdout, ErrWriter: &stderr, HideHelpCommand: true, ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{Name: "open", Flags: []cli.Flag{&cli.StringFlag{Name: "round", Required: true}},
+			Action: func(*cli.Context) error { ran = true; return nil }}}}
+	applyConventions(app)
+	for _, tc := range []struct {
+		args string
+		code int
+	}{{"open", exitUsage}, {"open --round r1", exitOK}} {
+		stdout.Reset()
+		stderr.Reset()
+		ran = false
+		args, err := prepareArgs(app, append([]string{"feval"}, strings.Fields(tc.args)...))
+		if err == nil {
+			err = app.Run(args)
+		}
+		if code := report(err, &stderr); code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr %q", tc.args, code, tc.code, &stderr)
+		}
+		if tc.code == exitUsage && (stdout.Len() != 0 || ran || !strings.Contains(stderr.String(), "--round is required\n  usage: feval open")) {
+			t.Errorf("%s: stdout %q, ran %v, stderr %q", tc.args, &stdout, ran, &stderr)
+		}
+	}
+}
