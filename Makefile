@@ -21,7 +21,7 @@ all: build
 build: $(FEVAL)
 
 $(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
-	$(GO) build -o $@ ./cmd/feval
+	$(GO) build -buildvcs=auto -o $@ ./cmd/feval
 
 tools: $(TOOLS)
 

@@ -117,15 +117,25 @@ type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// PackFile stores one file as a raw layer titled with the file's base name.
-func PackFile(w BlobWriter, path string) (ocispec.Descriptor, error) {
+// PackFile stores one file as a raw layer titled with the file's base name,
+// reporting the bytes stored to prog (nil: none).
+func PackFile(w BlobWriter, path string, prog cas.Progress) (ocispec.Descriptor, error) {
+	if prog == nil {
+		prog = cas.NoProgress
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	prog.Start(fi.Size())
+	defer prog.Done()
 	desc, err := w.WriteBlob(MediaTypeFile, func(out io.Writer) error {
-		_, err := io.Copy(out, f)
+		_, err := io.Copy(out, &progressReader{r: f, add: prog.Add})
 		return err
 	})
 	if err != nil {
