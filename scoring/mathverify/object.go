@@ -43,6 +43,7 @@ type obj struct {
 	hiC    bool     // closed at hi
 	fromPM bool     // oSet made from a ± expression
 	text   string   // oText
+	rhs    *obj     // oEquation: its right-hand side when that is a constant scalar
 }
 
 type builder struct {
@@ -78,12 +79,44 @@ func normText(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// lhsVar returns the variable and right-hand side of "x = rhs" or "x \in rhs".
+// lhsVar returns the variable and right-hand side of "x = rhs" or "x \in rhs",
+// also when the left-hand side is a tuple of distinct variables: "(p, q) = rhs"
+// (named "(p,q)").
 func lhsVar(n *node) (string, *node, bool) {
-	if n.kind == nRel && len(n.ops) == 1 && (n.ops[0] == tEq || n.ops[0] == tIn) && n.kids[0].kind == nIdent {
-		return n.kids[0].text, n.kids[1], true
+	if n.kind != nRel || len(n.ops) != 1 || (n.ops[0] != tEq && n.ops[0] != tIn) {
+		return "", nil, false
 	}
-	return "", nil, false
+	l := n.kids[0]
+	if l.kind == nIdent {
+		return l.text, n.kids[1], true
+	}
+	if l.kind != nBracket || l.open != tLParen || l.close != tRParen {
+		return "", nil, false
+	}
+	names := make([]string, len(l.kids))
+	seen := map[string]bool{}
+	for i, k := range l.kids {
+		if k.kind != nIdent || seen[k.text] {
+			return "", nil, false
+		}
+		seen[k.text] = true
+		names[i] = k.text
+	}
+	return "(" + strings.Join(names, ",") + ")", n.kids[1], true
+}
+
+// lastOfChain turns a chain of equalities a = b = … = z into a = z: the last
+// member is the value the chain arrives at ("x = 5 + 6 = 11" answers 11).
+func lastOfChain(n *node) *node {
+	if n.kind != nRel || len(n.ops) < 2 {
+		return n
+	}
+	for _, op := range n.ops {
+		if op != tEq {
+			return n
+		}
+	}
+	return &node{kind: nRel, ops: n.ops[:1], kids: []*node{n.kids[0], n.kids[len(n.kids)-1]}}
 }
 
 func (b *builder) top(n *node) obj {
@@ -95,6 +128,7 @@ func (b *builder) top(n *node) obj {
 	rhs := make([]*node, len(n.kids))
 	for i, k := range n.kids {
 		b.m.spend(1)
+		k = lastOfChain(k)
 		if name, r, ok := lhsVar(k); ok {
 			named++
 			distinct[name] = true
@@ -245,6 +279,7 @@ func (o obj) fixInf() obj {
 }
 
 func (b *builder) relation(n *node) obj {
+	n = lastOfChain(n)
 	if _, r, ok := lhsVar(n); ok {
 		return b.elem(r)
 	}
@@ -253,7 +288,11 @@ func (b *builder) relation(n *node) obj {
 		if hasPM(n) {
 			fail("unsupported: ± in an equation")
 		}
-		return obj{kind: oEquation, v: b.m.add(l, r, true)}
+		o := obj{kind: oEquation, v: b.m.add(l, r, true)}
+		if r.isConst() && namesAQuantity(n.kids[0]) {
+			o.rhs = &obj{kind: oScalar, v: r}
+		}
+		return o
 	}
 	return b.inequality(n)
 }
@@ -322,4 +361,26 @@ func (b *builder) inequality(n *node) obj {
 		fail("unsupported: relation chain")
 	}
 	return o.fixInf()
+}
+
+// namesAQuantity reports whether the left-hand side of an equation names the
+// quantity its right-hand side gives: a single term without numbers, such as
+// f(x), |AB| or \frac{NO}{BO} (not a + 3z or 2x).
+func namesAQuantity(n *node) bool {
+	if n.kind == nSum && len(n.kids) > 1 {
+		return false
+	}
+	var hasNum func(*node) bool
+	hasNum = func(n *node) bool {
+		if n.kind == nNum {
+			return true
+		}
+		for _, k := range n.kids {
+			if hasNum(k) {
+				return true
+			}
+		}
+		return false
+	}
+	return !hasNum(n)
 }
