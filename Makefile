@@ -38,6 +38,7 @@ $(BIN)/cosign:
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
+	/usr/bin/python3 -c 'import nltk' >/dev/null 2>&1 || need="$$need python3-nltk"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
 	if [ -n "$$need" ]; then \

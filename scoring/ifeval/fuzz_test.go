@@ -25,9 +25,9 @@ var (
 	reSection     = regexp.MustCompile(ws + `?Sec` + ws + `?\p{Nd}+` + ws + `?`)
 	rePS          = regexp.MustCompile(`p\.` + ws + `?s\.`)
 	rePPS         = regexp.MustCompile(`p\.` + ws + `?p\.` + ws + `?s`)
-	reWordRun     = regexp.MustCompile(`[\p{L}\p{M}\p{N}_]+`)
+	reWordRun     = regexp.MustCompile(`[\p{L}\p{N}_]+`)
 	reNonMark     = regexp.MustCompile(`[^\p{M}]`)
-	reCapToken    = regexp.MustCompile(`[\p{L}\p{M}\p{N}_]+(?:-[\p{L}\p{M}\p{N}_]+)*`)
+	reCapToken    = regexp.MustCompile(`[\p{L}\p{N}_]+(?:-[\p{L}\p{N}_]+)*`)
 )
 
 func refCapitalWords(v string) int {
