@@ -65,8 +65,6 @@
 //
 //   - change_case:english_capital and change_case:english_lowercase check the case
 //     condition only; IFEval additionally requires langdetect to say "en".
-//   - Capital words are tokenized by CountCapitalWords, not by NLTK's
-//     word_tokenize (see CountCapitalWords for the rule).
 //   - Character properties come from Go's Unicode 15.0 tables; Python 3.11
 //     uses Unicode 14.0 (Python 3.12 uses 15.0), so characters first assigned
 //     in 15.0, and five characters that became Other_Lowercase in 15.0, differ
@@ -107,5 +105,8 @@
 // them needs no floating point. So a known abbreviation ("Dr.", "e.g.") ends a
 // sentence only when the next word looks like a sentence start, a list number
 // ("1.") likewise, and "…" or the full-width "。" never do, exactly as for
-// IFEval.
+// IFEval. Capital words (CountCapitalWords) are the tokens of NLTK's
+// word_tokenize (WordTokens: the Punkt sentences, each split by NLTK's
+// Treebank-style NLTKWordTokenizer, ported substitution for substitution) for
+// which str.isupper holds.
 package ifeval

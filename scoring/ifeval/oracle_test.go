@@ -34,6 +34,7 @@ func requireNLTK(t *testing.T) {
 type oracleResult struct {
 	Sentences []string `json:"sentences"`
 	Words     int      `json:"words"`
+	Tokens    []string `json:"tokens"`
 	Capital   []string `json:"capital"`
 	IsUpper   bool     `json:"isupper"`
 	IsLower   bool     `json:"islower"`
@@ -128,6 +129,12 @@ func TestWordsAndCaseMatchPython(t *testing.T) {
 	for i, s := range texts {
 		if n := CountWords(s); n != ref[i].Words {
 			t.Errorf("CountWords(%q) = %d, IFEval (\\w+) %d", s, n, ref[i].Words)
+		}
+		if got := WordTokens(s); !slices.Equal(got, ref[i].Tokens) {
+			t.Errorf("WordTokens(%q)\n got %q\nwant %q (NLTK word_tokenize)", s, got, ref[i].Tokens)
+		}
+		if n := CountCapitalWords(s); n != len(ref[i].Capital) {
+			t.Errorf("CountCapitalWords(%q) = %d, IFEval %d %q", s, n, len(ref[i].Capital), ref[i].Capital)
 		}
 		if got := isUpperText(s); got != ref[i].IsUpper {
 			t.Errorf("isUpperText(%q) = %v, Python %v", s, got, ref[i].IsUpper)

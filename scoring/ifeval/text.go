@@ -51,40 +51,18 @@ func CountWords(s string) int {
 	return n
 }
 
-// CountCapitalWords returns the number of capital words in s. The tokens are the
-// runs of word characters (IsWordRune), except that a single hyphen between two
-// word characters joins its neighbours into one token ("WELL-KNOWN" is one
-// token, as in NLTK's word tokenizer). A token is a capital word when Python's
-// str.isupper holds for it (isUpperText), so "I", "NASA" and "COVID19" count
-// and "2024" or "Hello" do not.
+// CountCapitalWords returns the number of capital words in s as IFEval counts
+// them: the tokens of NLTK's word_tokenize (WordTokens) for which Python's
+// str.isupper holds (isUpperText), so "I", "NASA", "U.S.A." and "COVID-19"
+// count and "2024" or "Hello" do not, and "DON'T" is the two tokens "DO" and
+// "N'T".
 func CountCapitalWords(s string) int {
 	n := 0
-	start := -1
-	flush := func(end int) {
-		if start >= 0 && isUpperText(s[start:end]) {
+	for _, w := range WordTokens(s) {
+		if isUpperText(w) {
 			n++
 		}
-		start = -1
 	}
-	for i := 0; i < len(s); {
-		r, size := runeAt(s, i)
-		if IsWordRune(r) {
-			if start < 0 {
-				start = i
-			}
-			i += size
-			continue
-		}
-		if r == '-' && start >= 0 && i+size < len(s) {
-			if next, _ := runeAt(s, i+size); IsWordRune(next) {
-				i += size
-				continue
-			}
-		}
-		flush(i)
-		i += size
-	}
-	flush(len(s))
 	return n
 }
 

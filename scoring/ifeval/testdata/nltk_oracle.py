@@ -13,7 +13,8 @@ line {"text": ...} one line is written with:
 
   sentences  PunktSentenceTokenizer.tokenize(text)            (count_sentences)
   words      len(RegexpTokenizer(r"\\w+").tokenize(text))      (count_words)
-  capital    the tokens of nltk.word_tokenize(text) that are str.isupper()
+  tokens     nltk.word_tokenize(text) (the Treebank tokens of each sentence)
+  capital    the tokens that are str.isupper()
              (capital_word_frequency; word_tokenize's sentence split uses the
              same model)
   isupper, islower   text.isupper(), text.islower()  (change_case checks)
@@ -68,6 +69,7 @@ for line in sys.stdin:
     print(json.dumps({
         "sentences": sents,
         "words": len(words.tokenize(text)),
+        "tokens": tokens,
         "capital": [t for t in tokens if t.isupper()],
         "isupper": text.isupper(),
         "islower": text.islower(),
