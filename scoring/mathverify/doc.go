@@ -104,7 +104,10 @@
 // exact because distinct canonical monomials are linearly independent. Functions
 // the checker does not evaluate (\sin, \ln 2, x^y, \sqrt{x}, …) become opaque
 // atoms named by their canonical arguments: equal atoms cancel, but a non-zero
-// difference that involves one is Undetermined, never NotEqual. Radicands are
+// difference that involves one is Undetermined, never NotEqual. A power b^{p/q}
+// with p = kq + 1 that has no exact value is b^k times the atom of \sqrt[q]{b}
+// (x^{0.5} is \sqrt{x}, x^{1.5} is x\sqrt{x}); other fractional powers stay
+// atoms of their own. Radicands are
 // factored exactly (trial division, Pollard's rho below 2^64, Baillie-PSW above);
 // a radicand that cannot be factored is Undetermined. Factorials and powers are
 // computed exactly within the fuel, so 1/2004! and 1/2006! are NotEqual, and
