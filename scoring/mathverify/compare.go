@@ -219,6 +219,13 @@ func (c *comparer) obj(g, a obj) Result {
 		if g.kind == a.kind {
 			return c.equations(g.v, a.v)
 		}
+		// "y = -x/2 + 3/4" met with an equation is the equation it states
+		if g.kind == oEquation && a.kind == oScalar && a.eqn != nil {
+			return c.equations(g.v, *a.eqn)
+		}
+		if a.kind == oEquation && g.kind == oScalar && g.eqn != nil {
+			return c.equations(*g.eqn, a.v)
+		}
 		// "f(x) = 1" met with a constant is its constant right-hand side
 		if g.kind == oEquation && g.rhs != nil && a.kind == oScalar && a.v.isConst() {
 			return c.obj(*g.rhs, a)

@@ -131,6 +131,8 @@
 // An equation whose right-hand side is a constant and whose left-hand side
 // names a quantity (a single term without numbers: f(x) = 1, |AB| = 1,
 // \frac{NO}{BO} = c), met with a constant, stands for that right-hand side.
+// "v = rhs" with a non-constant rhs, met with an equation, is also the
+// equation v - rhs = 0 (2x + 3y = 6 and y = 2 - \frac{2}{3}x are Equal).
 // Objects of different kinds (a set and a tuple, a number and an interval) are
 // NotEqual; an equation or text against anything else is Undetermined, except
 // that a text answer is Equal to an answer with the same normalized text

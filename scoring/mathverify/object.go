@@ -44,6 +44,7 @@ type obj struct {
 	fromPM bool     // oSet made from a ± expression
 	text   string   // oText
 	rhs    *obj     // oEquation: its right-hand side when that is a constant scalar
+	eqn    *value   // oScalar from "v = rhs" with a non-constant rhs: v - rhs
 }
 
 type builder struct {
@@ -281,7 +282,13 @@ func (o obj) fixInf() obj {
 func (b *builder) relation(n *node) obj {
 	n = lastOfChain(n)
 	if _, r, ok := lhsVar(n); ok {
-		return b.elem(r)
+		o := b.elem(r)
+		// y = -x/2 + 3/4 is the value of y, and also the equation it states
+		if n.ops[0] == tEq && n.kids[0].kind == nIdent && o.kind == oScalar && !o.pct && !o.v.isConst() {
+			eqn := b.m.add(b.ev().eval(n.kids[0]), o.v, true)
+			o.eqn = &eqn
+		}
+		return o
 	}
 	if len(n.ops) == 1 && n.ops[0] == tEq {
 		l, r := b.ev().eval(n.kids[0]), b.ev().eval(n.kids[1])
