@@ -48,7 +48,8 @@
 // (1, 2, 3 or "2 or 3"), a tuple ((a, b, c), or [a, b, c]), a pair (a, b)
 // (an ordered pair or an open interval: it compares as either), a set \{...\}
 // (also \emptyset, \varnothing), an interval [a, b), (a, b], [a, b], an
-// inequality (x > 3, -2 \le x < 5, x \ne 1), \mathbb{R}, a union with \cup,
+// inequality (x > 3, -2 \le x < 5, x \ne 1, or one relation linear in one
+// variable with a rational coefficient: -x > -1, 2x + 1 \le 5), \mathbb{R}, a union with \cup,
 // an equation, named values (x = 1, y = 2), or text.
 //
 // Expressions use integers, decimals (exact: 0.333 is 333/1000, not 1/3),

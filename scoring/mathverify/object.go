@@ -1,6 +1,7 @@
 package mathverify
 
 import (
+	"math/big"
 	"strings"
 )
 
@@ -316,6 +317,11 @@ func (b *builder) inequality(n *node) obj {
 		}
 	}
 	if vi < 0 {
+		if len(n.ops) == 1 {
+			if o, ok := b.linearInequality(n); ok {
+				return o
+			}
+		}
 		fail("unsupported: relation without a variable")
 	}
 	less := func(op tokKind) (bool, bool, bool) { // isLess, closed, ok
@@ -390,4 +396,62 @@ func namesAQuantity(n *node) bool {
 		return false
 	}
 	return !hasNum(n)
+}
+
+// linearInequality solves a single relation that is linear in one variable
+// with a rational coefficient: -x > -1 is x < 1, 2x + 1 \le 5 is x \le 2.
+func (b *builder) linearInequality(n *node) (obj, bool) {
+	d := b.m.add(b.ev().eval(n.kids[0]), b.ev().eval(n.kids[1]), true) // lhs - rhs
+	r, ok := d.den.constRat()
+	if !ok || r.Sign() <= 0 {
+		return obj{}, false
+	}
+	var a *big.Rat
+	var rest poly
+	for _, t := range d.num {
+		vars := 0
+		for _, at := range t.m.atoms {
+			if at.opaque || at.name != piName {
+				vars++
+			}
+		}
+		switch {
+		case vars == 0:
+			rest = append(rest, t)
+		case vars == 1 && a == nil && len(t.m.atoms) == 1 && len(t.m.rads) == 0 && t.m.atoms[0].exp == 1 && !t.m.atoms[0].opaque:
+			a = t.c
+		default:
+			return obj{}, false
+		}
+	}
+	if a == nil {
+		return obj{}, false
+	}
+	// a·x + rest op 0, so x op' -rest/a (op flips when a < 0)
+	bound := end{v: value{num: b.m.polyScale(rest, new(big.Rat).Neg(new(big.Rat).Inv(a))), den: polyInt(1)}}
+	op := n.ops[0]
+	if a.Sign() < 0 {
+		switch op {
+		case tLT:
+			op = tGT
+		case tLE:
+			op = tGE
+		case tGT:
+			op = tLT
+		case tGE:
+			op = tLE
+		}
+	}
+	switch op {
+	case tNE:
+		return obj{kind: oUnion, elems: []obj{
+			{kind: oInterval, lo: end{inf: -1}, hi: bound},
+			{kind: oInterval, lo: bound, hi: end{inf: 1}},
+		}}, true
+	case tLT, tLE:
+		return obj{kind: oInterval, lo: end{inf: -1}, hi: bound, hiC: op == tLE}, true
+	case tGT, tGE:
+		return obj{kind: oInterval, lo: bound, hi: end{inf: 1}, loC: op == tGE}, true
+	}
+	return obj{}, false
 }
