@@ -46,17 +46,17 @@ func TestNoNetworkToHost(t *testing.T) {
 	port, accepted := tcpListener(t)
 	code := fmt.Sprintf(`
 import socket
-s = socket.socket()
-s.settimeout(2)
 try:
+    s = socket.socket()
+    s.settimeout(2)
     s.connect(("127.0.0.1", %d))
     print("connected")
 except OSError as e:
     print("refused:", e)
-# Loopback inside the sandbox works: the namespace is real, not broken.
-a = socket.socket(); a.bind(("127.0.0.1", 0)); a.listen(1)
-b = socket.create_connection(a.getsockname(), timeout=2)
-print("inner loopback ok")
+# Local IPC works over Unix sockets.
+a, b = socket.socketpair()
+a.sendall(b"x")
+print("unix ok" if b.recv(1) == b"x" else "unix broken")
 `, port)
 	res := run(t, sandbox.Spec{Args: py(code), Env: env()})
 	expectClass(t, res, sandbox.ClassOK)
@@ -64,8 +64,8 @@ print("inner loopback ok")
 	if !strings.Contains(out, "refused:") || strings.Contains(out, "connected") {
 		t.Errorf("the sandbox reached the host's 127.0.0.1:%d:\n%s", port, out)
 	}
-	if !strings.Contains(out, "inner loopback ok") {
-		t.Errorf("loopback inside the sandbox does not work:\n%s", out)
+	if !strings.Contains(out, "unix ok") {
+		t.Errorf("Unix sockets inside the sandbox do not work:\n%s", out)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("host listener accepted %d connections", n)
@@ -238,7 +238,6 @@ func TestSyscallsDenied(t *testing.T) {
 	mount := []sandbox.Mount{{Source: bin, Target: "/in/bin"}}
 	violations := []struct{ call, want string }{
 		{"ptrace", "ptrace"},
-		{"process_vm_readv", "process_vm_readv"},
 		{"mount", "mount"},
 		{"umount2", "umount2"},
 		{"pivot_root", "pivot_root"},
@@ -272,7 +271,7 @@ func TestSyscallsDenied(t *testing.T) {
 		expectClass(t, res, sandbox.ClassOK)
 		want := "keyctl: operation not permitted\nperf_event_open: operation not permitted\n" +
 			"io_uring_setup: operation not permitted\nclone3: function not implemented\n" +
-			"socket-vsock: address family not supported by protocol\nsocket-inet: ok\n"
+			"socket-vsock: address family not supported by protocol\nsocket-inet: address family not supported by protocol\n"
 		if string(res.Stdout) != want {
 			t.Errorf("got:\n%s\nwant:\n%s", res.Stdout, want)
 		}

@@ -80,6 +80,10 @@ func initRun() int {
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return fail("decode config", err)
 	}
+	refuseInotify, err := setUserNamespaceLimits()
+	if err != nil {
+		return fail("user namespace limits", err)
+	}
 	if err := buildRoot(&cfg); err != nil {
 		return fail("build root", err)
 	}
@@ -101,7 +105,7 @@ func initRun() int {
 	if cfg.Notify {
 		violation = seccomp.ActionUserNotify
 	}
-	filter, err := seccompProgram(violation)
+	filter, err := seccompProgram(violation, refuseInotify)
 	if err != nil {
 		return fail("seccomp", err)
 	}
@@ -227,16 +231,30 @@ func startProgram(cfg *initConfig, prog string, devnull *os.File, filter []unix.
 		}
 	}
 	limits := []struct {
-		res int
-		v   uint64
+		res      int
+		cur, max uint64
 	}{
-		{unix.RLIMIT_NOFILE, uint64(cfg.OpenFiles)},
-		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_NOFILE, uint64(cfg.OpenFiles), uint64(cfg.OpenFiles)},
+		{unix.RLIMIT_CORE, 0, 0},
+		// Counted per user, and charged to the host user too: POSIX
+		// message queues are refused, queued signals and POSIX timers
+		// bounded.
+		{unix.RLIMIT_MSGQUEUE, 0, 0},
+		{unix.RLIMIT_SIGPENDING, MaxPendingSignals, MaxPendingSignals},
+	}
+	if cfg.CPUMillis != NoLimit {
+		// A backstop behind the cgroup's accounting: no single process
+		// can use much more than the whole tree may.
+		secs := uint64(cfg.CPUMillis+999)/1000 + 1
+		limits = append(limits, struct {
+			res      int
+			cur, max uint64
+		}{unix.RLIMIT_CPU, secs, secs + 1})
 	}
 	for _, l := range limits {
 		// syscall.Setrlimit, unlike a raw call, also stops ForkExec from
 		// restoring the runtime's original RLIMIT_NOFILE in the child.
-		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.v, Max: l.v}); err != nil {
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.cur, Max: l.max}); err != nil {
 			return bad(fmt.Sprintf("set rlimit %d", l.res), err)
 		}
 	}
@@ -268,6 +286,49 @@ func startProgram(cfg *initConfig, prog string, devnull *os.File, filter []unix.
 		return startResult{stage: "start program", err: err, listener: listener}
 	}
 	return startResult{pid: pid, listener: listener}
+}
+
+// userNamespaceLimits are written to /proc/sys/user in the sandbox's user
+// namespace. The kernel charges what the program holds against these and,
+// level by level, against the host user's own limits, so a run can take at
+// most this much of the host user's allowance. Namespace creation is denied
+// by the filter anyway; zero makes sure.
+var userNamespaceLimits = []struct {
+	name string
+	v    int
+}{
+	{"max_inotify_instances", MaxInotifyInstances},
+	{"max_inotify_watches", MaxInotifyWatches},
+	{"max_fanotify_groups", 0},
+	{"max_fanotify_marks", 0},
+	{"max_cgroup_namespaces", 0},
+	{"max_ipc_namespaces", 0},
+	{"max_mnt_namespaces", 0},
+	{"max_net_namespaces", 0},
+	{"max_pid_namespaces", 0},
+	{"max_time_namespaces", 0},
+	{"max_user_namespaces", 0},
+	{"max_uts_namespaces", 0},
+}
+
+// setUserNamespaceLimits writes userNamespaceLimits for the init's user
+// namespace. A kernel without per-namespace inotify limits (before Linux
+// 5.11) counts inotify against the host user alone: then refuseInotify is
+// true and the filter refuses inotify instead.
+func setUserNamespaceLimits() (refuseInotify bool, err error) {
+	for _, l := range userNamespaceLimits {
+		p := "/proc/sys/user/" + l.name
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			if l.name == "max_inotify_instances" || l.name == "max_inotify_watches" {
+				refuseInotify = true
+			}
+			continue
+		}
+		if err := os.WriteFile(p, []byte(strconv.Itoa(l.v)), 0); err != nil {
+			return false, err
+		}
+	}
+	return refuseInotify, nil
 }
 
 func isExecutable(p string) bool {

@@ -146,7 +146,7 @@ func TestCopyTreeAdversarial(t *testing.T) {
 
 func TestSeccompProgramAssembles(t *testing.T) {
 	for _, a := range []seccomp.Action{seccomp.ActionKillProcess, seccomp.ActionUserNotify} {
-		prog, err := seccompProgram(a)
+		prog, err := seccompProgram(a, false)
 		if err != nil {
 			t.Fatalf("%v: %v", a, err)
 		}

@@ -27,7 +27,7 @@ var etcFiles = []struct{ name, content string }{
 	{"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
 }
 
-// devNodes are bound from the host /dev.
+// devNodes are bound read-only from the host /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 
 // procReadOnly are parts of the new /proc made read-only.
@@ -235,7 +235,9 @@ func buildDev(dev string) error {
 		if err := mountPoint(p, false); err != nil {
 			return stage("create /dev/"+n, err)
 		}
-		if err := bindMount("/dev/"+n, p, unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
+		// Read-only: the devices still read and write, but the host's nodes
+		// (their times, their modes) cannot be changed through them.
+		if err := bindMount("/dev/"+n, p, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
 			return err
 		}
 	}

@@ -47,6 +47,8 @@ type initConfig struct {
 	OutputBytes int64       `json:"outputBytes"`
 	OutputFiles int64       `json:"outputFiles"`
 	OpenFiles   int64       `json:"openFiles"`
+	// CPUMillis sets the program's RLIMIT_CPU backstop, unless NoLimit.
+	CPUMillis int64 `json:"cpuMillis"`
 	// SetUID makes the init switch the program to UID and GID; otherwise the
 	// init already runs as UID inside (single-uid mapping).
 	SetUID bool `json:"setUID"`

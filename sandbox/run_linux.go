@@ -82,6 +82,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		OutputBytes: spec.Limits.OutputBytes,
 		OutputFiles: spec.Limits.OutputFiles,
 		OpenFiles:   spec.Limits.OpenFiles,
+		CPUMillis:   spec.Limits.CPUMillis,
 	}
 	for _, m := range spec.Inputs {
 		fi, err := os.Stat(m.Source)
@@ -415,7 +416,7 @@ func setIDMappings(a *syscall.SysProcAttr) (setUID bool) {
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: UID, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: GID, HostID: gid, Size: 1}}
 	a.Credential = &syscall.Credential{Uid: UID, Gid: GID, NoSetGroups: true}
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_RESOURCE}
 	return false
 }
 

@@ -1,0 +1,160 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/feval/feval/sandbox"
+)
+
+// The tests in this file run programs written as an attacker would, each
+// against one promise of docs/SANDBOX.md. Every one is bounded to a few
+// seconds so that a broken promise does not disturb the host for long.
+
+func probe(t *testing.T, limits sandbox.Limits, calls ...string) sandbox.Result {
+	t.Helper()
+	bin := goBinaries(t)
+	return run(t, sandbox.Spec{
+		Args:   append([]string{"/in/bin/syscallprobe"}, calls...),
+		Inputs: []sandbox.Mount{{Source: bin, Target: "/in/bin"}},
+		Limits: limits,
+	})
+}
+
+// TestOnlyUnixSockets: the program can make Unix sockets (the granted socket
+// and local IPC need them) and nothing else, so no kernel socket memory
+// outside the memory cgroup's reach can be queued.
+func TestOnlyUnixSockets(t *testing.T) {
+	res := probe(t, sandbox.Limits{}, "socket-inet", "socket-inet6", "socket-netlink", "socketpair-inet", "socket-unix", "socketpair-unix")
+	expectClass(t, res, sandbox.ClassOK)
+	want := "socket-inet: address family not supported by protocol\n" +
+		"socket-inet6: address family not supported by protocol\n" +
+		"socket-netlink: address family not supported by protocol\n" +
+		"socketpair-inet: address family not supported by protocol\n" +
+		"socket-unix: ok\nsocketpair-unix: ok\n"
+	if string(res.Stdout) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+}
+
+// TestUnixSocketMemoryCounted: data queued in Unix sockets is charged to the
+// run's memory limit.
+func TestUnixSocketMemoryCounted(t *testing.T) {
+	code := `
+import socket
+pairs = []
+total = 0
+for i in range(400):
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    try:
+        while True:
+            total += a.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    pairs.append((a, b))
+    if i % 20 == 0:
+        print(total >> 20, flush=True)
+print("queued", total >> 20, "MiB")
+`
+	res := run(t, sandbox.Spec{Args: py(code), Env: env(), Limits: sandbox.Limits{MemoryBytes: 48 << 20, WallMillis: 20_000}})
+	expectClass(t, res, sandbox.ClassOOM)
+	if res.PeakMemoryBytes > 48<<20 {
+		t.Errorf("peak memory %d above the 48 MiB limit", res.PeakMemoryBytes)
+	}
+}
+
+// TestDevicesReadOnly: the program can use /dev/null and friends but cannot
+// change the host's device nodes (their times are visible to every other run).
+func TestDevicesReadOnly(t *testing.T) {
+	var before [5]unix.Stat_t
+	devs := []string{"null", "zero", "full", "random", "urandom"}
+	for i, d := range devs {
+		if err := unix.Stat("/dev/"+d, &before[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `
+for d in null zero full random urandom; do
+	if touch /dev/$d 2>/dev/null; then echo "touched $d"; fi
+	if chmod 0600 /dev/$d 2>/dev/null; then echo "chmod $d"; fi
+done
+echo data >/dev/null && head -c 4 /dev/zero | wc -c && head -c 4 /dev/urandom | wc -c
+`
+	res := run(t, sandbox.Spec{Args: sh(script), Env: env()})
+	expectClass(t, res, sandbox.ClassOK)
+	if got := string(res.Stdout); got != "4\n4\n" {
+		t.Errorf("inside the sandbox:\n%s", got)
+	}
+	for i, d := range devs {
+		var after unix.Stat_t
+		if err := unix.Stat("/dev/"+d, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Mtim != before[i].Mtim || after.Ctim != before[i].Ctim || after.Mode != before[i].Mode {
+			t.Errorf("/dev/%s changed on the host: mtime %v -> %v, ctime %v -> %v, mode %o -> %o", d,
+				before[i].Mtim, after.Mtim, before[i].Ctim, after.Ctim, before[i].Mode, after.Mode)
+		}
+	}
+}
+
+var countLine = regexp.MustCompile(`(?m)^([a-z ]+): (\d+) `)
+
+func counts(t *testing.T, out string) map[string]int {
+	t.Helper()
+	m := map[string]int{}
+	for _, g := range countLine.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(g[2])
+		m[g[1]] = n
+	}
+	return m
+}
+
+// TestPerUserCountsBounded: kernel objects counted per user on the host
+// (inotify instances and watches, POSIX timers, message queues) are bounded
+// by the sandbox, far below what the host allows one user.
+func TestPerUserCountsBounded(t *testing.T) {
+	res := probe(t, sandbox.Limits{}, "count:inotify", "count:watches", "count:timers", "count:mqueues")
+	expectClass(t, res, sandbox.ClassOK)
+	got := counts(t, string(res.Stdout))
+	t.Logf("%s", res.Stdout)
+	bounds := map[string]int{
+		"inotify instances": sandbox.MaxInotifyInstances,
+		"inotify watches":   sandbox.MaxInotifyWatches,
+		"posix timers":      sandbox.MaxPendingSignals,
+		"message queues":    0,
+	}
+	for k, max := range bounds {
+		n, ok := got[k]
+		if !ok {
+			t.Errorf("no count for %s in:\n%s", k, res.Stdout)
+			continue
+		}
+		if n > max {
+			t.Errorf("%s: the program got %d, the sandbox's bound is %d", k, n, max)
+		}
+	}
+	// Some of each, where allowed: the limits are limits, not refusals.
+	if got["inotify instances"] == 0 || got["posix timers"] == 0 {
+		t.Errorf("the program could not use inotify or timers at all:\n%s", res.Stdout)
+	}
+}
+
+// TestSiblingMemoryRule: the processes of one program are one trust domain.
+// They may read each other's memory by either route the kernel offers
+// (/proc/PID/mem and process_vm_readv, which are the same permission check);
+// the sandbox's init is out of their reach by both.
+func TestSiblingMemoryRule(t *testing.T) {
+	res := probe(t, sandbox.Limits{WallMillis: 20_000}, "sibling-memory")
+	expectClass(t, res, sandbox.ClassOK)
+	want := "sibling /proc/PID/mem: read\nsibling process_vm_readv: read\n" +
+		"init /proc/PID/mem: refused\ninit process_vm_readv: refused\n"
+	if string(res.Stdout) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+}
