@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -116,7 +117,8 @@ func TestCopyTreeAdversarial(t *testing.T) {
 	must(os.Symlink(filepath.Dir(secret), filepath.Join(src, "d", "dirlink")))
 	must(syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600))
 
-	st, err := copyTree(src, dst)
+	lim := copyLimits{bytes: 1 << 20, entries: 100}
+	st, err := copyTree(context.Background(), src, dst, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestCopyTreeAdversarial(t *testing.T) {
 	}
 
 	// A second copy into the same directory must not overwrite anything.
-	if _, err := copyTree(src, dst); !errors.Is(err, syscall.EEXIST) {
+	if _, err := copyTree(context.Background(), src, dst, lim); !errors.Is(err, syscall.EEXIST) {
 		t.Errorf("second copy: %v, want EEXIST", err)
 	}
 }

@@ -69,6 +69,8 @@ type runner struct {
 	cmd     *exec.Cmd
 	cg      *runCgroup
 	initPID int
+	// cpu0 is the run's CPU counter when the program started.
+	cpu0 int64
 }
 
 func (r *runner) run(ctx context.Context) (err error) {
@@ -264,6 +266,7 @@ loop:
 					continue
 				}
 				cpu0 = r.cg.cpuNanos()
+				r.cpu0 = cpu0
 				if ev.Landlock > 0 {
 					r.res.Mechanisms = append(r.res.Mechanisms, "landlock-abi-"+strconv.Itoa(ev.Landlock))
 				}
@@ -279,7 +282,7 @@ loop:
 				end = time.Now()
 				e := ev
 				exited = &e
-				if err := r.finish(&o); err != nil {
+				if err := r.finish(ctx, &o, e); err != nil {
 					setupErr = err
 				}
 				p.controlW.Close()
@@ -363,9 +366,10 @@ loop:
 }
 
 // finish runs after the program and everything it started are dead and before
-// the init exits: it inspects /out and /tmp through the init's root and
-// copies the output out.
-func (r *runner) finish(o *outcome) error {
+// the init exits: it inspects /out and /tmp through the init's root, checks
+// the CPU limit once more, and copies the output out unless a limit or a
+// violation ended the run.
+func (r *runner) finish(ctx context.Context, o *outcome, ev initEvent) error {
 	root := fmt.Sprintf("/proc/%d/root", r.initPID)
 	var err error
 	if o.outputFull, err = fsFull(root + OutputPath); err != nil {
@@ -374,11 +378,32 @@ func (r *runner) finish(o *outcome) error {
 	if o.tmpFull, err = fsFull(root + TmpPath); err != nil {
 		return &SetupError{Stage: "inspect /tmp", Err: err}
 	}
+	// The last poll may have been up to an interval before the end.
+	if lim := r.spec.Limits.CPUMillis; lim != NoLimit && o.timedOut == "" {
+		if used := r.cg.cpuNanos() - r.cpu0; r.cpu0 >= 0 && used > lim*1e6 {
+			o.timedOut = fmt.Sprintf("CPU time limit of %d ms reached", lim)
+		}
+	}
 	if r.spec.OutputDir == "" {
 		return nil
 	}
-	st, err := copyTree(root+OutputPath, r.spec.OutputDir)
+	pre := *o
+	pre.violation, pre.sigsysKills = ev.Violation, ev.Sigsys
+	pre.oomKills, pre.pidsEvents = r.cg.oomKills(), r.cg.pidsEvents()
+	pre.exitCode, pre.signal = ev.ExitCode, ev.Signal
+	if c, _ := classify(pre); c != ClassOK && c != ClassExitNonzero {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, copyOutTimeout(r.spec.Limits.OutputBytes))
+	defer cancel()
+	st, err := copyTree(cctx, root+OutputPath, r.spec.OutputDir,
+		copyLimits{bytes: r.spec.Limits.OutputBytes, entries: r.spec.Limits.OutputFiles})
 	r.res.OutputFiles, r.res.OutputBytes, r.res.OutputSkipped = st.files, st.bytes, st.skipped
+	var refused *outputRefusedError
+	if errors.As(err, &refused) {
+		o.outputRefused = refused.Error()
+		return nil
+	}
 	if err != nil {
 		return &SetupError{Stage: "copy output", Err: err}
 	}
