@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 )
@@ -271,5 +272,25 @@ func TestSpecVectors(t *testing.T) {
 		if err := s.WithDefaults().Validate(); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
 		}
+	}
+}
+
+// TestCopyTreeDeadline: copy-out stops at its deadline and leaves nothing
+// behind in the destination.
+func TestCopyTreeDeadline(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(src, n), bytes.Repeat([]byte{1}, 3<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := copyTree(ctx, src, dst, copyLimits{bytes: 1 << 30, entries: 100})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("copy past its deadline: %v, want DeadlineExceeded", err)
+	}
+	if ents, _ := os.ReadDir(dst); len(ents) != 0 {
+		t.Errorf("left %d entries behind", len(ents))
 	}
 }
