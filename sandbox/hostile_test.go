@@ -158,3 +158,15 @@ func TestSiblingMemoryRule(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", res.Stdout, want)
 	}
 }
+
+// TestPendingViolationRecorded: a denied call still waiting for the
+// sandbox's answer when the program exits is a violation, every time.
+func TestPendingViolationRecorded(t *testing.T) {
+	for i := 0; i < 8; i++ {
+		res := probe(t, sandbox.Limits{}, "race:ptrace")
+		t.Logf("run %d: %s", i, res.Detail)
+		if res.Class != sandbox.ClassViolation {
+			t.Fatalf("run %d: class %s (%s), want violation; stdout %q", i, res.Class, res.Detail, res.Stdout)
+		}
+	}
+}

@@ -142,6 +142,13 @@ func initRun() int {
 			report(initEvent{Event: evStarted, Landlock: llABI})
 		}
 		started <- st
+		if st.err == nil {
+			// The thread stays, holding the filter: while it lives, a
+			// denied call whose caller died before the init read it still
+			// shows as a pending request on the listener (see
+			// serveNotifications), even after the whole program is gone.
+			select {}
+		}
 	}()
 	st := <-started
 	devnull.Close()
@@ -149,13 +156,11 @@ func initRun() int {
 		return fail(st.stage, st.err)
 	}
 
-	violations := make(chan string, 1)
+	var violations violationRecord
+	server := make(chan int, 1)
 	if st.listener >= 0 {
-		go serveNotifications(st.listener, func(name string) {
-			select {
-			case violations <- name:
-			default:
-			}
+		go serveNotifications(st.listener, server, func(name string) {
+			violations.add(name)
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		})
 	}
@@ -183,10 +188,14 @@ func initRun() int {
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		}
 	}
-	select {
-	case ev.Violation = <-violations:
-	default:
+	if st.listener >= 0 {
+		// Every process of the program is gone: once the server is back
+		// waiting for a request, it has handled every denied call made.
+		if err := awaitServerIdle(<-server, st.listener); err != nil {
+			return fail("seccomp notifications", err)
+		}
 	}
+	ev.Violation = violations.get()
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err == nil {
 		ev.UserMicros = ru.Utime.Sec*1e6 + ru.Utime.Usec

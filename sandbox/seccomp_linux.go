@@ -1,9 +1,15 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -166,15 +172,54 @@ type seccompNotifResp struct {
 	Flags uint32
 }
 
+// unidentifiedViolation is the name recorded for a denied call whose caller
+// was killed (by its own process exiting, say) before the init could read
+// which call it was.
+const unidentifiedViolation = "unidentified (its caller exited before the call was read)"
+
+// violationRecord keeps the first denied call of a run, preferring a named
+// one to an unidentified one.
+type violationRecord struct {
+	mu   sync.Mutex
+	name string
+}
+
+func (v *violationRecord) add(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.name == "" || (v.name == unidentifiedViolation && name != unidentifiedViolation) {
+		v.name = name
+	}
+}
+
+func (v *violationRecord) get() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.name
+}
+
 // serveNotifications answers every notification on listener with EPERM and
-// calls onViolation with the system call's name. It returns when the
-// listener fails (the init is exiting).
-func serveNotifications(listener int, onViolation func(name string)) {
+// calls onViolation with the system call's name. It runs on its own thread,
+// whose id it sends on tid first. It returns when the listener fails (the
+// init is exiting).
+//
+// A request whose caller died before it was read (a thread in a denied call
+// while another thread exits the process) leaves the listener's request
+// count raised with no notification to read: RECV then fails with ENOENT.
+// That is a denied call too, reported as unidentifiedViolation. (While the
+// filter has users; the init keeps the thread that installed it alive.)
+func serveNotifications(listener int, tid chan<- int, onViolation func(name string)) {
+	runtime.LockOSThread()
+	tid <- unix.Gettid()
 	info, _ := arch.GetInfo("")
 	for {
 		var n seccompNotif
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
-		if e == unix.EINTR || e == unix.ENOENT {
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.ENOENT {
+			onViolation(unidentifiedViolation)
 			continue
 		}
 		if e != 0 {
@@ -192,5 +237,39 @@ func serveNotifications(listener int, onViolation func(name string)) {
 		if e != 0 && !errors.Is(e, syscall.ENOENT) {
 			return
 		}
+	}
+}
+
+// serverIdleTimeout bounds the wait for the notification server to catch up
+// after the program ended.
+const serverIdleTimeout = 30 * time.Second
+
+// awaitServerIdle waits until thread tid sleeps in SECCOMP_IOCTL_NOTIF_RECV
+// on listener. Called when no process of the program is left, it returns
+// once every request they made has been handled: the kernel lets RECV sleep
+// only when no request is pending.
+func awaitServerIdle(tid, listener int) error {
+	want := fmt.Sprintf("%d 0x%x 0x%x ", unix.SYS_IOCTL, listener, uint64(unix.SECCOMP_IOCTL_NOTIF_RECV))
+	dir := fmt.Sprintf("/proc/self/task/%d/", tid)
+	deadline := time.Now().Add(serverIdleTimeout)
+	for {
+		stat, err := os.ReadFile(dir + "stat")
+		if err != nil {
+			return err
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'S' {
+			sc, err := os.ReadFile(dir + "syscall")
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(string(sc), want) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the notification server did not catch up within %v", serverIdleTimeout)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

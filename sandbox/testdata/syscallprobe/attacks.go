@@ -106,17 +106,20 @@ func countMqueues() {
 }
 
 // racePtrace makes a denied call on one thread and exits the process from
-// another as soon as that call is under way, before the sandbox can have
-// answered it.
+// another as soon as that call is waiting for the sandbox's answer.
 func racePtrace() {
+	tid := make(chan int)
 	go func() {
 		runtime.LockOSThread()
-		fmt.Println("calling ptrace")
+		tid <- unix.Gettid()
 		unix.Syscall(unix.SYS_PTRACE, ^uintptr(0), 0, 0)
 	}()
-	// The thread is in the call, or about to be, within a few microseconds.
-	deadline := time.Now().Add(200 * time.Microsecond)
-	for time.Now().Before(deadline) {
+	waiting := fmt.Sprintf("%d ", unix.SYS_PTRACE)
+	p := fmt.Sprintf("/proc/self/task/%d/syscall", <-tid)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), waiting) {
+			break
+		}
 	}
 	os.Exit(0)
 }
