@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,12 +15,31 @@ import (
 )
 
 // Controllers the sandbox uses. "cpu" means CPU accounting: cpuacct on cgroup
-// v1, cpu on cgroup v2.
+// v1, cpu on cgroup v2. "cpu-quota" is CPU bandwidth control: cpu on either
+// version (on v2 the same controller as accounting).
 const (
-	ctlMemory = "memory"
-	ctlPids   = "pids"
-	ctlCPU    = "cpu"
+	ctlMemory   = "memory"
+	ctlPids     = "pids"
+	ctlCPU      = "cpu"
+	ctlCPUQuota = "cpu-quota"
 )
+
+// controllers lists every controller the sandbox uses, in a fixed order.
+var controllers = []string{ctlMemory, ctlPids, ctlCPU, ctlCPUQuota}
+
+// cpuPeriodMicros is the CPU bandwidth period of a run's cgroup.
+const cpuPeriodMicros = 100_000
+
+// cpuQuotaMicros is the CPU time a run may use per period: every core but
+// one, so that the supervisor (Run's timers and the init) always has a
+// core's share however the program loads the machine; half a core on a
+// single-core host.
+func cpuQuotaMicros(cores int) int64 {
+	if cores < 2 {
+		return cpuPeriodMicros / 2
+	}
+	return int64(cores-1) * cpuPeriodMicros
+}
 
 // cgroupHome is the caller's own cgroup directory for one controller, under
 // which a run's cgroup is created.
@@ -106,7 +126,7 @@ func unescapeMount(s string) string {
 func discoverCgroups(probe bool) cgroupLayout {
 	l := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{}}
 	fail := func(why string) cgroupLayout {
-		for _, c := range []string{ctlMemory, ctlPids, ctlCPU} {
+		for _, c := range controllers {
 			l.problems[c] = why
 		}
 		return l
@@ -144,9 +164,10 @@ func discoverCgroups(probe bool) cgroupLayout {
 		return filepath.Join(m.point, p), true
 	}
 	want := map[string][]string{ // controller -> names on v1, v2
-		ctlMemory: {"memory", "memory"},
-		ctlPids:   {"pids", "pids"},
-		ctlCPU:    {"cpuacct", "cpu"},
+		ctlMemory:   {"memory", "memory"},
+		ctlPids:     {"pids", "pids"},
+		ctlCPU:      {"cpuacct", "cpu"},
+		ctlCPUQuota: {"cpu", "cpu"},
 	}
 	probed := map[string]error{}
 	tryDir := func(dir string) error {
@@ -163,7 +184,7 @@ func discoverCgroups(probe bool) cgroupLayout {
 		probed[dir] = err
 		return err
 	}
-	for _, ctl := range []string{ctlMemory, ctlPids, ctlCPU} {
+	for _, ctl := range controllers {
 		// cgroup v2 first, when the controller is delegated to our children.
 		if hasV2 {
 			for _, m := range mounts {
@@ -253,6 +274,7 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 		{ctlMemory, GuaranteeMemoryLimit, "writable memory cgroup", lim.MemoryBytes != NoLimit},
 		{ctlPids, GuaranteeProcessLimit, "writable pids cgroup", lim.Processes != NoLimit},
 		{ctlCPU, GuaranteeCPULimit, "writable CPU accounting cgroup", lim.CPUMillis != NoLimit},
+		{ctlCPUQuota, GuaranteeCPULimit, "writable CPU bandwidth cgroup", lim.CPUMillis != NoLimit},
 	}
 	for _, n := range need {
 		if _, ok := layout.homes[n.ctl]; !ok && n.required {
@@ -290,6 +312,23 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 			return nil, &SetupError{Stage: "set process limit", Err: err}
 		}
 	}
+	if dir, ok := cg.dirs[ctlCPUQuota]; ok {
+		quota := strconv.FormatInt(cpuQuotaMicros(runtime.NumCPU()), 10)
+		period := strconv.Itoa(cpuPeriodMicros)
+		var err error
+		if cg.v2[ctlCPUQuota] {
+			err = writeCgroupFile(dir, "cpu.max", quota+" "+period)
+		} else {
+			err = writeCgroupFile(dir, "cpu.cfs_period_us", period)
+			if err == nil {
+				err = writeCgroupFile(dir, "cpu.cfs_quota_us", quota)
+			}
+		}
+		if err != nil {
+			cg.remove()
+			return nil, &SetupError{Stage: "set CPU quota", Err: err}
+		}
+	}
 	if dir, ok := cg.dirs[ctlMemory]; ok && lim.MemoryBytes != NoLimit {
 		v := strconv.FormatInt(lim.MemoryBytes, 10)
 		var err error
@@ -302,6 +341,12 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 			err = writeCgroupFile(dir, "memory.limit_in_bytes", v)
 			if err == nil {
 				err = writeOptional(dir, "memory.memsw.limit_in_bytes", v)
+			}
+			// v1 keeps TCP buffers outside memory.limit_in_bytes. The
+			// filter refuses TCP sockets; this bounds them should one
+			// ever be reachable.
+			if err == nil {
+				err = writeOptional(dir, "memory.kmem.tcp.limit_in_bytes", v)
 			}
 		}
 		if err != nil {

@@ -3,9 +3,15 @@
 package sandbox_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -167,6 +173,88 @@ func TestPendingViolationRecorded(t *testing.T) {
 		t.Logf("run %d: %s", i, res.Detail)
 		if res.Class != sandbox.ClassViolation {
 			t.Fatalf("run %d: class %s (%s), want violation; stdout %q", i, res.Class, res.Detail, res.Stdout)
+		}
+	}
+}
+
+// TestLimitsHoldUnderSaturation runs threads that ping-pong through pipes on
+// every core: the CPU and wall limits still end the run on time.
+func TestLimitsHoldUnderSaturation(t *testing.T) {
+	t.Run("cpu", func(t *testing.T) {
+		res := probe(t, sandbox.Limits{CPUMillis: 1000, WallMillis: 8000, Processes: 512}, "pingpong")
+		t.Logf("cpu %d ms, wall %d ms, %s", res.CPUMillis, res.WallMillis, res.Detail)
+		expectClass(t, res, sandbox.ClassTimeout)
+		if !strings.Contains(res.Detail, "CPU") {
+			t.Errorf("detail %q does not name the CPU limit", res.Detail)
+		}
+		if res.CPUMillis > 1500 {
+			t.Errorf("%d ms of CPU under a 1000 ms limit", res.CPUMillis)
+		}
+	})
+	t.Run("wall", func(t *testing.T) {
+		quotas := make(chan []string, 1)
+		stop := make(chan struct{})
+		go func() { quotas <- watchCPUQuotas(stop) }()
+		res := probe(t, sandbox.Limits{CPUMillis: sandbox.NoLimit, WallMillis: 1500, Processes: 512}, "pingpong")
+		t.Logf("cpu %d ms, wall %d ms, %s", res.CPUMillis, res.WallMillis, res.Detail)
+		expectClass(t, res, sandbox.ClassTimeout)
+		if !strings.Contains(res.Detail, "wall") {
+			t.Errorf("detail %q does not name the wall limit", res.Detail)
+		}
+		if res.WallMillis > 2500 {
+			t.Errorf("ran %d ms under a 1500 ms wall limit", res.WallMillis)
+		}
+		// Every core but one (half of a single core): the supervisor keeps
+		// a core's share. One period of slack.
+		share := float64(runtime.NumCPU() - 1)
+		if share < 1 {
+			share = 0.5
+		}
+		if max := int64(share*float64(res.WallMillis)) + 100; res.CPUMillis > max {
+			t.Errorf("%d ms of CPU in %d ms of wall time: more than %.1f cores", res.CPUMillis, res.WallMillis, share)
+		}
+		// The cap is the kernel's (a loaded host may hide its absence above).
+		close(stop)
+		seen := <-quotas
+		want := fmt.Sprintf("%d %d", int64(share*100_000), 100_000)
+		if len(seen) == 0 {
+			t.Error("no CPU bandwidth limit seen on the run's cgroup")
+		}
+		for _, q := range seen {
+			if q != want {
+				t.Errorf("run cgroup CPU bandwidth %q, want %q (quota, period in µs)", q, want)
+			}
+		}
+	})
+}
+
+// watchCPUQuotas reads, until stop closes, the CPU bandwidth limits ("quota
+// period" in µs) of the run cgroups that exist meanwhile.
+func watchCPUQuotas(stop <-chan struct{}) []string {
+	seen := map[string]string{}
+	for {
+		select {
+		case <-stop:
+			var out []string
+			for _, q := range seen {
+				out = append(out, q)
+			}
+			return out
+		case <-time.After(20 * time.Millisecond):
+		}
+		for _, h := range sandbox.CgroupHomes() {
+			dirs, _ := filepath.Glob(filepath.Join(h, "feval-sandbox-*"))
+			for _, d := range dirs {
+				if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
+					seen[d] = strings.TrimSpace(string(b))
+					continue
+				}
+				q, err1 := os.ReadFile(filepath.Join(d, "cpu.cfs_quota_us"))
+				p, err2 := os.ReadFile(filepath.Join(d, "cpu.cfs_period_us"))
+				if err1 == nil && err2 == nil {
+					seen[d] = strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
+				}
+			}
 		}
 	}
 }

@@ -182,7 +182,7 @@ func TestReadKeyed(t *testing.T) {
 }
 
 func TestNewRunCgroupRefusesMissingController(t *testing.T) {
-	empty := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{ctlMemory: "not mounted", ctlPids: "not mounted", ctlCPU: "not mounted"}}
+	empty := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{ctlMemory: "not mounted", ctlPids: "not mounted", ctlCPU: "not mounted", ctlCPUQuota: "not mounted"}}
 	lim := DefaultLimits()
 	_, err := newRunCgroup(empty, lim)
 	var ue *UnavailableError
@@ -200,7 +200,7 @@ func TestGuaranteesFollowCapabilities(t *testing.T) {
 	full := Capabilities{
 		UserNamespace: true, MountNamespace: true, PIDNamespace: true, NetworkNamespace: true,
 		IPCNamespace: true, UTSNamespace: true, CgroupNamespace: true, ProcMount: true, Loopback: true,
-		Seccomp: true, SeccompUserNotify: true, MemoryCgroup: "v1", PidsCgroup: "v2", CPUCgroup: "v1",
+		Seccomp: true, SeccompUserNotify: true, MemoryCgroup: "v1", PidsCgroup: "v2", CPUCgroup: "v1", CPUQuotaCgroup: "v1",
 	}
 	for _, g := range full.Guarantees() {
 		if !g.Holds {
@@ -211,10 +211,12 @@ func TestGuaranteesFollowCapabilities(t *testing.T) {
 	noNet.NetworkNamespace = false
 	noMem := full
 	noMem.MemoryCgroup = ""
+	noQuota := full
+	noQuota.CPUQuotaCgroup = ""
 	for _, c := range []struct {
 		caps   Capabilities
 		broken string
-	}{{noNet, GuaranteeNoNetwork}, {noMem, GuaranteeMemoryLimit}} {
+	}{{noNet, GuaranteeNoNetwork}, {noMem, GuaranteeMemoryLimit}, {noQuota, GuaranteeCPULimit}} {
 		for _, g := range c.caps.Guarantees() {
 			if (g.Name == c.broken) == g.Holds {
 				t.Errorf("%s holds=%v (missing %v)", g.Name, g.Holds, g.Missing)
@@ -292,5 +294,13 @@ func TestCopyTreeDeadline(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dst); len(ents) != 0 {
 		t.Errorf("left %d entries behind", len(ents))
+	}
+}
+
+func TestCPUQuotaLeavesTheSupervisorACore(t *testing.T) {
+	for cores, want := range map[int]int64{1: 50_000, 2: 100_000, 8: 700_000} {
+		if got := cpuQuotaMicros(cores); got != want {
+			t.Errorf("%d cores: quota %d µs per %d µs, want %d", cores, got, cpuPeriodMicros, want)
+		}
 	}
 }
