@@ -258,3 +258,42 @@ func watchCPUQuotas(stop <-chan struct{}) []string {
 		}
 	}
 }
+
+// TestInputPathsHidden: the host paths of the inputs (user names, home
+// directories, the store's layout) do not show in the sandbox's mount table,
+// nor in the init's.
+func TestInputPathsHidden(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "feval-secret-layout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "store-dir")
+	file := filepath.Join(base, "store-file")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "data"), file} {
+		if err := os.WriteFile(p, []byte("input"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := run(t, sandbox.Spec{
+		Args:   sh(`cat /proc/self/mountinfo /proc/self/mounts /proc/1/mountinfo 2>/dev/null; cat /in/d/data /in/f`),
+		Env:    env(),
+		Inputs: []sandbox.Mount{{Source: dir, Target: "/in/d"}, {Source: file, Target: "/in/f"}},
+	})
+	expectClass(t, res, sandbox.ClassOK)
+	out := string(res.Stdout)
+	if !strings.HasSuffix(out, "inputinput") {
+		t.Errorf("inputs not readable:\n%s", out)
+	}
+	// A file input's own name shows (it is bound from an overlay of its
+	// directory), nothing above it; a directory input shows nothing.
+	if strings.Contains(out, "feval-secret-layout") || strings.Contains(out, "store-dir") || strings.Contains(out, "/var/tmp") {
+		t.Errorf("host paths of the inputs visible in the mount table:\n%s", out)
+	}
+}
