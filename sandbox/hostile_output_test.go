@@ -5,6 +5,7 @@ package sandbox_test
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -61,8 +62,19 @@ func TestOutputBoundedOnHost(t *testing.T) {
 func TestOutputHostFull(t *testing.T) {
 	requireSandbox(t)
 	out := world(t)
+	// A small file system for the output, mounted in a mount namespace of
+	// this thread's own: Run forks the sandbox from the calling thread and
+	// copies out from it, and the host never sees the mount. The thread is
+	// never unlocked, so it ends with the test.
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		t.Skipf("cannot create a mount namespace (not root?): %v", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatal(err)
+	}
 	if err := unix.Mount("tmpfs", out, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
-		t.Skipf("cannot mount a small file system for the output (not root?): %v", err)
+		t.Skipf("cannot mount a small file system for the output: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(out, unix.MNT_DETACH) })
 	res := run(t, sandbox.Spec{

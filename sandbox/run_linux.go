@@ -176,7 +176,14 @@ func (r *runner) run(ctx context.Context) (err error) {
 	r.initPID = cmd.Process.Pid
 	r.res.Mechanisms = append(r.res.Mechanisms, "user-namespace", "mount-namespace", "pid-namespace",
 		"network-namespace", "ipc-namespace", "uts-namespace", "cgroup-namespace",
-		"pivot-root", "no-new-privs", "rlimit-nofile", "capabilities-dropped")
+		"pivot-root", "no-new-privs", "rlimit-nofile", "capabilities-dropped",
+		"user-namespace-limits", "unix-sockets-only", "read-only-devices")
+	if len(spec.Inputs) > 0 {
+		r.res.Mechanisms = append(r.res.Mechanisms, "overlay-inputs")
+	}
+	if spec.Limits.CPUMillis != NoLimit {
+		r.res.Mechanisms = append(r.res.Mechanisms, "rlimit-cpu")
+	}
 	p.closeChildEnds()
 	killed := false
 	defer func() {
