@@ -255,6 +255,11 @@ func contains(list []string, w string) bool {
 	return false
 }
 
+// runDirPrefix starts the names of a run's cgroups and root mount point:
+// "feval-sandbox-<pid>-", so that what a process left behind can be told from
+// the runs of other processes on the host.
+func runDirPrefix() string { return "feval-sandbox-" + strconv.Itoa(os.Getpid()) + "-" }
+
 // runCgroup is the cgroup (one directory per hierarchy) of one run.
 type runCgroup struct {
 	dirs  map[string]string // controller -> directory; absent if unused
@@ -290,7 +295,7 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 		}
 		dir, ok := byHome[h.dir]
 		if !ok {
-			d, err := os.MkdirTemp(h.dir, "feval-sandbox-")
+			d, err := os.MkdirTemp(h.dir, runDirPrefix())
 			if err != nil {
 				cg.remove()
 				if n.required {

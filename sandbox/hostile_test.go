@@ -243,7 +243,7 @@ func watchCPUQuotas(stop <-chan struct{}) []string {
 		case <-time.After(20 * time.Millisecond):
 		}
 		for _, h := range sandbox.CgroupHomes() {
-			dirs, _ := filepath.Glob(filepath.Join(h, "feval-sandbox-*"))
+			dirs, _ := filepath.Glob(filepath.Join(h, fmt.Sprintf("feval-sandbox-%d-*", os.Getpid())))
 			for _, d := range dirs {
 				if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
 					seen[d] = strings.TrimSpace(string(b))
@@ -295,5 +295,24 @@ func TestInputPathsHidden(t *testing.T) {
 	// directory), nothing above it; a directory input shows nothing.
 	if strings.Contains(out, "feval-secret-layout") || strings.Contains(out, "store-dir") || strings.Contains(out, "/var/tmp") {
 		t.Errorf("host paths of the inputs visible in the mount table:\n%s", out)
+	}
+}
+
+// TestRlimitBackstops: every process carries the per-process limits behind
+// the cgroup's: RLIMIT_CPU just above the CPU budget, no message queues,
+// bounded queued signals.
+func TestRlimitBackstops(t *testing.T) {
+	code := `import resource as r
+for n in ("RLIMIT_CPU", "RLIMIT_MSGQUEUE", "RLIMIT_SIGPENDING"):
+    print(n, *r.getrlimit(getattr(r, n)))`
+	res := run(t, sandbox.Spec{Args: py(code), Env: env(), Limits: sandbox.Limits{CPUMillis: 1500}})
+	expectClass(t, res, sandbox.ClassOK)
+	want := fmt.Sprintf("RLIMIT_CPU 3 4\nRLIMIT_MSGQUEUE 0 0\nRLIMIT_SIGPENDING %d %d\n", sandbox.MaxPendingSignals, sandbox.MaxPendingSignals)
+	if string(res.Stdout) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+	res = run(t, sandbox.Spec{Args: py(code), Env: env(), Limits: sandbox.Limits{CPUMillis: sandbox.NoLimit}})
+	if !strings.HasPrefix(string(res.Stdout), "RLIMIT_CPU -1 -1\n") {
+		t.Errorf("without a CPU limit:\n%s", res.Stdout)
 	}
 }

@@ -132,7 +132,8 @@ func initRun() int {
 	started := make(chan startResult)
 	go func() {
 		// This thread takes on the program's restrictions and is never
-		// returned to the runtime: it ends with the goroutine.
+		// returned to the runtime: it ends with the goroutine, or, once
+		// the program has started, with the init.
 		runtime.LockOSThread()
 		st := startProgram(&cfg, prog, devnull, filter, llFD, llFlags)
 		if st.err == nil {

@@ -134,7 +134,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}()
 	r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
 
-	cfg.RootDir, err = os.MkdirTemp("", "feval-sandbox-root-")
+	cfg.RootDir, err = os.MkdirTemp("", runDirPrefix()+"root-")
 	if err != nil {
 		return &SetupError{Stage: "create root mount point", Err: err}
 	}
@@ -193,13 +193,6 @@ func (r *runner) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	// The program is forked from the init, so it starts in the run's
-	// cgroups; the init waits for the go byte (sent on its ready report)
-	// before forking.
-	if err := r.cg.addProcess(r.initPID); err != nil {
-		return &SetupError{Stage: "add init to cgroup", Err: err}
-	}
-
 	events := make(chan initEvent, 16)
 	go readEvents(p.statusR, events)
 	stdout := &capture{max: spec.Limits.StdoutBytes}
@@ -245,6 +238,15 @@ loop:
 			}
 			switch ev.Event {
 			case evReady:
+				// The program is forked from the init, so it starts in
+				// the run's cgroups; the init waits for the go byte
+				// before forking. Its own start-up ran outside them, at
+				// the host's CPU share rather than the run's.
+				if err := r.cg.addProcess(r.initPID); err != nil {
+					setupErr = &SetupError{Stage: "add init to cgroup", Err: err}
+					kill()
+					continue
+				}
 				lim := spec.Limits.Processes
 				if lim != NoLimit {
 					lim += ev.Tasks + initTaskSlack
