@@ -270,6 +270,6 @@ func awaitServerIdle(tid, listener int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the notification server did not catch up within %v", serverIdleTimeout)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
 	}
 }
