@@ -588,3 +588,59 @@ func TestNothingLeftOnHost(t *testing.T) {
 		t.Errorf("left behind: %v (before: %v)", after, before)
 	}
 }
+
+// TestListenSocket: with Spec.Listen the program serves the host on a Unix
+// socket it receives as ListenFD, and the socket is gone after the run.
+func TestListenSocket(t *testing.T) {
+	for _, unsandboxed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsandboxed=%v", unsandboxed), func(t *testing.T) {
+			path := filepath.Join(world(t), "policy.sock")
+			code := fmt.Sprintf(`import socket
+s = socket.socket(fileno=%d)
+c, _ = s.accept()
+c.sendall(c.recv(16).upper())`, sandbox.ListenFD)
+			got := make(chan string, 1)
+			go func() {
+				deadline := time.Now().Add(20 * time.Second)
+				for time.Now().Before(deadline) {
+					c, err := net.Dial("unix", path)
+					if err != nil {
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					defer c.Close()
+					_, _ = c.Write([]byte("ping"))
+					b := make([]byte, 16)
+					n, _ := c.Read(b)
+					got <- string(b[:n])
+					return
+				}
+				got <- "never connected"
+			}()
+			res := run(t, sandbox.Spec{Args: py(code), Env: env(), Listen: path, Unsandboxed: unsandboxed,
+				Limits: sandbox.Limits{WallMillis: 20_000}})
+			expectClass(t, res, sandbox.ClassOK)
+			if g := <-got; g != "PING" {
+				t.Errorf("the host got %q through the socket, want PING", g)
+			}
+			if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("socket left behind: %v", err)
+			}
+		})
+	}
+	t.Run("taken", func(t *testing.T) {
+		requireSandbox(t)
+		path := filepath.Join(world(t), "taken")
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := sandbox.Run(context.Background(), sandbox.Spec{Args: []string{"/bin/true"}, Listen: path})
+		var se *sandbox.SetupError
+		if !errors.As(err, &se) || res.Class != sandbox.ClassInfraError {
+			t.Errorf("Run = %s, %v; want an infra_error SetupError", res.Class, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("the existing file was removed: %v", err)
+		}
+	})
+}

@@ -140,6 +140,9 @@ func initRun() int {
 			// The program holds its stdout and stderr; the init must not.
 			_ = unix.Close(1)
 			_ = unix.Close(fdTargetStderr)
+			if cfg.Listen {
+				_ = unix.Close(fdListen)
+			}
 			report(initEvent{Event: evStarted, Landlock: llABI})
 		}
 		started <- st
@@ -286,6 +289,9 @@ func startProgram(cfg *initConfig, prog string, devnull *os.File, filter []unix.
 		Env:   cfg.Env,
 		Files: []uintptr{devnull.Fd(), 1, fdTargetStderr},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
+	}
+	if cfg.Listen {
+		attr.Files = append(attr.Files, fdListen) // becomes ListenFD
 	}
 	if cfg.SetUID {
 		attr.Sys.Credential = &syscall.Credential{Uid: UID, Gid: GID, Groups: []uint32{}}

@@ -134,6 +134,17 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}()
 	r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
 
+	var listen *os.File
+	if spec.Listen != "" {
+		listen, err = listenUnix(spec.Listen)
+		if err != nil {
+			return &SetupError{Stage: "listen", Err: err}
+		}
+		defer os.Remove(spec.Listen)
+		defer listen.Close()
+		cfg.Listen = true
+	}
+
 	cfg.RootDir, err = os.MkdirTemp("", runDirPrefix()+"root-")
 	if err != nil {
 		return &SetupError{Stage: "create root mount point", Err: err}
@@ -157,6 +168,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 			Cloneflags: namespaceFlags,
 			Pdeathsig:  syscall.SIGKILL,
 		},
+	}
+	if listen != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, listen) // fdListen
 	}
 	cfg.SetUID = setIDMappings(cmd.SysProcAttr)
 	// The config fits in the pipe's buffer: the init finds it waiting.
@@ -452,6 +466,25 @@ func setIDMappings(a *syscall.SysProcAttr) (setUID bool) {
 	a.Credential = &syscall.Credential{Uid: UID, Gid: GID, NoSetGroups: true}
 	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_RESOURCE}
 	return false
+}
+
+// listenUnix binds a listening Unix stream socket at path, which must not
+// exist.
+func listenUnix(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("binding %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		os.Remove(path)
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // pipes are the descriptors between Run and the init.
