@@ -195,6 +195,10 @@ func initRun() int {
 	if st.listener >= 0 {
 		// Every process of the program is gone: once the server is back
 		// waiting for a request, it has handled every denied call made.
+		// Reading its state needs the init's /proc files to be its own,
+		// which they are only while it is dumpable; with nothing left in
+		// the namespace, nothing can take advantage.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
 		if err := awaitServerIdle(<-server, st.listener); err != nil {
 			return fail("seccomp notifications", err)
 		}
