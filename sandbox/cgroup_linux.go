@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -46,6 +47,10 @@ func cpuQuotaMicros(cores int) int64 {
 type cgroupHome struct {
 	dir string
 	v2  bool
+	// procs is where the caller's own process lives, and where Run moves
+	// the init back to: dir itself, or on cgroup v2 the supervisor leaf
+	// (see enableV2).
+	procs string
 }
 
 // cgroupLayout says where each controller can be used, and why not where it
@@ -195,15 +200,26 @@ func discoverCgroups(probe bool) cgroupLayout {
 				if !ok {
 					continue
 				}
+				dir, procs := v2Home(dir)
 				sub, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-				if err != nil || !containsWord(string(sub), want[ctl][1]) {
+				if err != nil {
 					continue
+				}
+				if !containsWord(string(sub), want[ctl][1]) {
+					avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+					if err != nil || !containsWord(string(avail), want[ctl][1]) {
+						continue
+					}
+					if procs, err = enableV2(dir); err != nil {
+						l.problems[ctl] = fmt.Sprintf("cgroup v2 %s: %v", dir, err)
+						continue
+					}
 				}
 				if err := tryDir(dir); err != nil {
 					l.problems[ctl] = fmt.Sprintf("cgroup v2 %s: %v", dir, err)
 					continue
 				}
-				l.homes[ctl] = cgroupHome{dir: dir, v2: true}
+				l.homes[ctl] = cgroupHome{dir: dir, v2: true, procs: procs}
 				break
 			}
 			if _, ok := l.homes[ctl]; ok {
@@ -231,7 +247,7 @@ func discoverCgroups(probe bool) cgroupLayout {
 				l.problems[ctl] = fmt.Sprintf("cgroup v1 %s: %v", dir, err)
 				continue
 			}
-			l.homes[ctl] = cgroupHome{dir: dir}
+			l.homes[ctl] = cgroupHome{dir: dir, procs: dir}
 			delete(l.problems, ctl)
 			break
 		}
@@ -242,6 +258,81 @@ func discoverCgroups(probe bool) cgroupLayout {
 		}
 	}
 	return l
+}
+
+// v2Controllers are the cgroup v2 controllers the sandbox uses.
+var v2Controllers = []string{"memory", "pids", "cpu"}
+
+// v2Supervisor records that this process moved itself into a leaf of its
+// cgroup v2 home (see enableV2).
+var v2Supervisor struct {
+	mu         sync.Mutex
+	home, leaf string
+}
+
+// v2Home maps the caller's own cgroup v2 directory to the home its runs'
+// cgroups are created in, and where its process lives: the same directory,
+// unless enableV2 moved the process into a leaf of its home.
+func v2Home(dir string) (home, procs string) {
+	v2Supervisor.mu.Lock()
+	defer v2Supervisor.mu.Unlock()
+	if v2Supervisor.leaf != "" && dir == v2Supervisor.leaf {
+		return v2Supervisor.home, v2Supervisor.leaf
+	}
+	return dir, dir
+}
+
+// enableV2 enables, in dir's cgroup.subtree_control, the v2Controllers that
+// dir offers, and returns where the caller's process lives afterwards.
+// cgroup v2 lets a cgroup other than the root enable controllers for its
+// children only while it holds no process. So when dir holds the caller's
+// process, and nothing else, enableV2 moves the process into a leaf,
+// dir/feval-supervisor-<pid>, first (once per process; every thread moves).
+// It changes nothing and fails when dir holds other processes: feval must
+// then run in a delegated cgroup of its own (systemd's Delegate=yes, say).
+func enableV2(dir string) (procs string, err error) {
+	v2Supervisor.mu.Lock()
+	defer v2Supervisor.mu.Unlock()
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return "", err
+	}
+	var add []string
+	for _, c := range v2Controllers {
+		if containsWord(string(avail), c) {
+			add = append(add, "+"+c)
+		}
+	}
+	enable := func() error { return writeCgroupFile(dir, "cgroup.subtree_control", strings.Join(add, " ")) }
+	err = enable()
+	if err == nil || !errors.Is(err, syscall.EBUSY) {
+		return dir, err
+	}
+	pid := strconv.Itoa(os.Getpid())
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return "", err
+	}
+	for _, p := range strings.Fields(string(b)) {
+		if p != pid {
+			return "", fmt.Errorf("controllers %s are available but not enabled for children, and the cgroup holds processes other than this one (%s): run feval in a delegated cgroup of its own", strings.Join(add, " "), p)
+		}
+	}
+	leaf := filepath.Join(dir, "feval-supervisor-"+pid)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	if err := writeCgroupFile(leaf, "cgroup.procs", pid); err != nil {
+		_ = removeCgroupDir(leaf)
+		return "", err
+	}
+	if err := enable(); err != nil {
+		_ = writeCgroupFile(dir, "cgroup.procs", pid)
+		_ = removeCgroupDir(leaf)
+		return "", err
+	}
+	v2Supervisor.home, v2Supervisor.leaf = dir, leaf
+	return leaf, nil
 }
 
 func containsWord(s, w string) bool { return contains(strings.Fields(s), w) }
@@ -263,7 +354,7 @@ func runDirPrefix() string { return "feval-sandbox-" + strconv.Itoa(os.Getpid())
 // runCgroup is the cgroup (one directory per hierarchy) of one run.
 type runCgroup struct {
 	dirs  map[string]string // controller -> directory; absent if unused
-	homes map[string]string // controller -> the caller's own cgroup directory
+	homes map[string]string // controller -> where the caller's own process lives
 	v2    map[string]bool
 	made  []string // directories to remove, deepest last
 }
@@ -308,7 +399,7 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 			cg.made = append(cg.made, d)
 		}
 		cg.dirs[n.ctl] = dir
-		cg.homes[n.ctl] = h.dir
+		cg.homes[n.ctl] = h.procs
 		cg.v2[n.ctl] = h.v2
 	}
 	if lim.Processes != NoLimit {

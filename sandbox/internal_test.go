@@ -304,3 +304,26 @@ func TestCPUQuotaLeavesTheSupervisorACore(t *testing.T) {
 		}
 	}
 }
+
+// TestEnableV2 enables the controllers a cgroup v2 directory offers (on a
+// stand-in directory: the kernel's refusal while the cgroup holds processes
+// can only be met on a v2 host).
+func TestEnableV2(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpuset cpu io memory hugetlb pids rdma\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs, err := enableV2(dir)
+	if err != nil || procs != dir {
+		t.Fatalf("enableV2 = %q, %v", procs, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control")); string(b) != "+memory +pids +cpu" {
+		t.Errorf("wrote %q to cgroup.subtree_control", b)
+	}
+	if home, procs := v2Home(dir); home != dir || procs != dir {
+		t.Errorf("v2Home(%s) = %s, %s", dir, home, procs)
+	}
+}
