@@ -263,21 +263,20 @@ func discoverCgroups(probe bool) cgroupLayout {
 // v2Controllers are the cgroup v2 controllers the sandbox uses.
 var v2Controllers = []string{"memory", "pids", "cpu"}
 
-// v2Supervisor records that this process moved itself into a leaf of its
-// cgroup v2 home (see enableV2).
-var v2Supervisor struct {
-	mu         sync.Mutex
-	home, leaf string
-}
+// v2SupervisorLeaf is the leaf of a cgroup v2 home that feval processes
+// move into so that the home can enable controllers for its children (see
+// enableV2). Every feval process of the home shares it.
+const v2SupervisorLeaf = "feval-supervisor"
+
+// enableV2Mu serializes enableV2 within the process.
+var enableV2Mu sync.Mutex
 
 // v2Home maps the caller's own cgroup v2 directory to the home its runs'
 // cgroups are created in, and where its process lives: the same directory,
-// unless enableV2 moved the process into a leaf of its home.
+// unless the process lives in the home's supervisor leaf.
 func v2Home(dir string) (home, procs string) {
-	v2Supervisor.mu.Lock()
-	defer v2Supervisor.mu.Unlock()
-	if v2Supervisor.leaf != "" && dir == v2Supervisor.leaf {
-		return v2Supervisor.home, v2Supervisor.leaf
+	if filepath.Base(dir) == v2SupervisorLeaf {
+		return filepath.Dir(dir), dir
 	}
 	return dir, dir
 }
@@ -286,13 +285,14 @@ func v2Home(dir string) (home, procs string) {
 // dir offers, and returns where the caller's process lives afterwards.
 // cgroup v2 lets a cgroup other than the root enable controllers for its
 // children only while it holds no process. So when dir holds the caller's
-// process, and nothing else, enableV2 moves the process into a leaf,
-// dir/feval-supervisor-<pid>, first (once per process; every thread moves).
+// process, and nothing else, enableV2 moves the process into the leaf
+// dir/feval-supervisor first (every thread moves; the leaf stays for the
+// next feval process of the home).
 // It changes nothing and fails when dir holds other processes: feval must
 // then run in a delegated cgroup of its own (systemd's Delegate=yes, say).
 func enableV2(dir string) (procs string, err error) {
-	v2Supervisor.mu.Lock()
-	defer v2Supervisor.mu.Unlock()
+	enableV2Mu.Lock()
+	defer enableV2Mu.Unlock()
 	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
 		return "", err
@@ -318,20 +318,17 @@ func enableV2(dir string) (procs string, err error) {
 			return "", fmt.Errorf("controllers %s are available but not enabled for children, and the cgroup holds processes other than this one (%s): run feval in a delegated cgroup of its own", strings.Join(add, " "), p)
 		}
 	}
-	leaf := filepath.Join(dir, "feval-supervisor-"+pid)
+	leaf := filepath.Join(dir, v2SupervisorLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
 	if err := writeCgroupFile(leaf, "cgroup.procs", pid); err != nil {
-		_ = removeCgroupDir(leaf)
 		return "", err
 	}
 	if err := enable(); err != nil {
 		_ = writeCgroupFile(dir, "cgroup.procs", pid)
-		_ = removeCgroupDir(leaf)
 		return "", err
 	}
-	v2Supervisor.home, v2Supervisor.leaf = dir, leaf
 	return leaf, nil
 }
 

@@ -326,4 +326,8 @@ func TestEnableV2(t *testing.T) {
 	if home, procs := v2Home(dir); home != dir || procs != dir {
 		t.Errorf("v2Home(%s) = %s, %s", dir, home, procs)
 	}
+	leaf := filepath.Join(dir, v2SupervisorLeaf)
+	if home, procs := v2Home(leaf); home != dir || procs != leaf {
+		t.Errorf("v2Home(%s) = %s, %s; want the home and the leaf", leaf, home, procs)
+	}
 }
