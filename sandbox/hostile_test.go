@@ -22,6 +22,7 @@ import (
 // against one promise of docs/SANDBOX.md. Every one is bounded to a few
 // seconds so that a broken promise does not disturb the host for long.
 
+// probe runs the syscallprobe commands calls in the sandbox under limits.
 func probe(t *testing.T, limits sandbox.Limits, calls ...string) sandbox.Result {
 	t.Helper()
 	bin := goBinaries(t)
