@@ -1,0 +1,254 @@
+package protocol
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// roundFixture is a round in one local store, with miners that commit and
+// reveal through the production functions and an adversary who can push
+// anything to the store.
+type roundFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	l     *cas.Layout
+	round ocispec.Descriptor
+	seen  map[digest.Digest]Seen
+}
+
+const (
+	fixCommitUntil = "2026-12-01T00:00:00Z"
+	fixRevealUntil = "2026-12-02T00:00:00Z"
+	beforeClose    = "2026-11-30T10:00:00Z"
+	afterClose     = "2026-12-01T06:00:00Z"
+	laterStill     = "2026-12-01T08:00:00Z"
+	afterReveals   = "2026-12-02T06:00:00Z"
+)
+
+func newSigner(t *testing.T) *bundle.Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bundle.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newRoundFixture(t *testing.T) *roundFixture {
+	t.Helper()
+	ctx := context.Background()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "task.json"), []byte(`{"protocol":"optimizer"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	owner := newSigner(t)
+	task, err := CreateTask(ctx, l, owner, "optimizer", dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cu, _ := ParseWindow(fixCommitUntil)
+	ru, _ := ParseWindow(fixRevealUntil)
+	round, err := OpenRound(ctx, l, owner, task, cu, ru, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &roundFixture{t: t, ctx: ctx, l: l, round: round, seen: map[digest.Digest]Seen{}}
+}
+
+// commit commits content (a file body) for s, first seen at `at`.
+func (f *roundFixture) commit(s *bundle.Signer, content, at string) Secret {
+	f.t.Helper()
+	path := filepath.Join(f.t.TempDir(), "optimizer.py")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	c, err := Commit(f.ctx, f.l, s, f.round, path, "", rand.Reader)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.seen[c.Artifact.Digest] = Seen{Time: at}
+	sec, err := LoadSecret(f.l, c.Commitment)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return sec
+}
+
+// reveal writes a reveal record for sec's commitment signed by s, with a
+// creation time that makes it a distinct artifact, first seen at `at`.
+func (f *roundFixture) reveal(s *bundle.Signer, sec Secret, created, at string) digest.Digest {
+	f.t.Helper()
+	commit, err := f.l.Resolve(f.ctx, sec.CommitmentArtifact.String())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rec := Reveal{Commitment: sec.Commitment, Round: sec.Round, Miner: sec.Miner, Submission: sec.Submission, Salt: sec.Salt}
+	desc, err := bundle.WriteSigned(f.ctx, f.l, s, bundle.Artifact{Kind: KindReveal, Record: rec, Subject: &commit, Created: created})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, ok := f.seen[desc.Digest]; !ok {
+		f.seen[desc.Digest] = Seen{Time: at}
+	}
+	return desc.Digest
+}
+
+// honest is the miner's own reveal, through RevealCommitment.
+func (f *roundFixture) honest(s *bundle.Signer, sec Secret, at string) digest.Digest {
+	f.t.Helper()
+	r, err := RevealCommitment(f.ctx, f.l, s, sec, "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, ok := f.seen[r.Reveal.Digest]; !ok {
+		f.seen[r.Reveal.Digest] = Seen{Time: at}
+	}
+	return r.Reveal.Digest
+}
+
+func (f *roundFixture) check(now string) RoundReport {
+	f.t.Helper()
+	obs := Observation{}
+	obs.Now, _ = time.Parse(time.RFC3339, now)
+	rep, err := CheckRound(f.ctx, f.l, f.round, f.seen, obs, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rep
+}
+
+// want asserts the status and reason of the entry of a reveal.
+func want(t *testing.T, rep RoundReport, reveal digest.Digest, status, reason string) {
+	t.Helper()
+	e, ok := rep.Find(reveal)
+	if !ok {
+		t.Fatalf("reveal %s is not listed", reveal)
+	}
+	if e.Status != status || e.Reason != reason {
+		t.Errorf("reveal %s: %s %s (%s), want %s %s", reveal.Encoded()[:12], e.Status, e.Reason, e.Detail, status, reason)
+	}
+}
+
+// TestRevealGriefing: whoever can push to the round's store cannot spoil a
+// miner's reveal, and cannot help a copier by knocking out the original.
+func TestRevealGriefing(t *testing.T) {
+	t.Run("junk reveal pushed first", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, mallory := newSigner(t), newSigner(t)
+		sec := f.commit(alice, "alice v1\n", beforeClose)
+		junk := sec
+		junk.Salt = hex.EncodeToString(make([]byte, SaltSize))
+		bad := f.reveal(mallory, junk, "", afterClose)
+		honest := f.honest(alice, sec, laterStill)
+		rep := f.check(laterStill)
+		want(t, rep, honest, StatusAccepted, "")
+		want(t, rep, bad, StatusRejected, ReasonKeyMismatch)
+		if len(rep.Entries) != 1 || rep.Entries[0].Reveal != honest {
+			t.Errorf("the commitment is answered by %v, want the honest reveal", rep.Entries)
+		}
+	})
+	t.Run("the miner's reveal re-signed by another key pushed first", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, mallory := newSigner(t), newSigner(t)
+		sec := f.commit(alice, "alice v1\n", beforeClose)
+		// A copy of the honest record as a new artifact under mallory's key,
+		// seen before the honest one.
+		resigned := f.reveal(mallory, sec, "2026-12-01T05:00:00Z", afterClose)
+		honest := f.honest(alice, sec, laterStill)
+		// And mallory's signature added to the honest artifact itself.
+		desc, err := f.l.Resolve(f.ctx, honest.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bundle.Sign(f.ctx, f.l, mallory, desc); err != nil {
+			t.Fatal(err)
+		}
+		rep := f.check(laterStill)
+		want(t, rep, honest, StatusAccepted, "")
+		want(t, rep, resigned, StatusRejected, ReasonKeyMismatch)
+	})
+	t.Run("a copier after a junk reveal of the original", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, bob, mallory := newSigner(t), newSigner(t), newSigner(t)
+		secA := f.commit(alice, "shared content\n", "2026-11-30T09:00:00Z")
+		secB := f.commit(bob, "shared content\n", beforeClose)
+		junk := secA
+		junk.Salt = hex.EncodeToString(make([]byte, SaltSize))
+		bad := f.reveal(mallory, junk, "", afterClose)
+		honestA := f.honest(alice, secA, laterStill)
+		honestB := f.honest(bob, secB, laterStill)
+		rep := f.check(laterStill)
+		want(t, rep, bad, StatusRejected, ReasonKeyMismatch)
+		want(t, rep, honestA, StatusAccepted, "")
+		want(t, rep, honestB, StatusRejected, ReasonCopy)
+	})
+	t.Run("a copier of an original that is itself rejected", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, bob := newSigner(t), newSigner(t)
+		secA := f.commit(alice, "shared content\n", "2026-11-30T09:00:00Z")
+		secB := f.commit(bob, "shared content\n", beforeClose)
+		lateA := f.honest(alice, secA, afterReveals)
+		honestB := f.honest(bob, secB, laterStill)
+		rep := f.check(afterReveals)
+		want(t, rep, lateA, StatusRejected, ReasonRevealLate)
+		want(t, rep, honestB, StatusRejected, ReasonCopy)
+	})
+	t.Run("double reveal means two valid openings", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, mallory := newSigner(t), newSigner(t)
+		sec := f.commit(alice, "alice v1\n", beforeClose)
+		first := f.honest(alice, sec, afterClose)
+		bad := f.reveal(mallory, sec, "2026-12-01T04:00:00Z", afterClose)
+		second := f.reveal(alice, sec, "2026-12-01T07:00:00Z", laterStill)
+		rep := f.check(laterStill)
+		want(t, rep, first, StatusAccepted, "")
+		want(t, rep, second, StatusRejected, ReasonDoubleReveal)
+		want(t, rep, bad, StatusRejected, ReasonKeyMismatch)
+	})
+	t.Run("a junk signature on the commitment", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, mallory := newSigner(t), newSigner(t)
+		sec := f.commit(alice, "alice v1\n", beforeClose)
+		cd, err := f.l.Resolve(f.ctx, sec.CommitmentArtifact.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bundle.Sign(f.ctx, f.l, mallory, cd); err != nil {
+			t.Fatal(err)
+		}
+		honest := f.honest(alice, sec, laterStill)
+		want(t, f.check(laterStill), honest, StatusAccepted, "")
+	})
+	t.Run("only junk: the commitment stays unanswered", func(t *testing.T) {
+		f := newRoundFixture(t)
+		alice, mallory := newSigner(t), newSigner(t)
+		sec := f.commit(alice, "alice v1\n", beforeClose)
+		bad := f.reveal(mallory, sec, "", afterClose)
+		rep := f.check(afterReveals)
+		want(t, rep, bad, StatusRejected, ReasonKeyMismatch)
+		if len(rep.Entries) != 1 || rep.Entries[0].Status != StatusUnrevealed {
+			t.Errorf("entries %+v, want one unrevealed commitment", rep.Entries)
+		}
+	})
+}
