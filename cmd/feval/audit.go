@@ -187,6 +187,22 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			if errors.Is(err, evaluate.ErrTaskMismatch) {
 				return usagef("%v", err)
 			}
+			var rej *evaluate.RejectedError
+			if errors.As(err, &rej) {
+				// A protocol without a verdict format: the reveal check is the result.
+				if err := a.render(out, rej.Entry, func(w *tabw) {
+					w.line("reveal\t%s", rej.Reveal)
+					w.line("status\t%s %s", rej.Entry.Status, rej.Entry.Reason)
+					w.line("detail\t%s", rej.Entry.Detail)
+					for _, vi := range rej.Entry.Violations {
+						w.line("violation\t%s", vi)
+					}
+				}); err != nil {
+					return err
+				}
+				return &renderedError{code: exitRejected, err: rej,
+					summary: fmt.Sprintf("reveal %s rejected (%s); no verdict written", rej.Reveal, rej.Entry.Reason)}
+			}
 			if err != nil {
 				return err
 			}

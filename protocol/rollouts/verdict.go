@@ -109,9 +109,33 @@ type Refs struct {
 	Task                                  digest.Digest
 }
 
+// ErrProtocol reports a reveal of a round of another protocol than rollouts.
+var ErrProtocol = errors.New("round is not for the rollouts protocol")
+
 // ResolveRefs follows a reveal to its commitment (its subject), the round (the
-// commitment's subject), the task (named by the round) and the submission.
+// commitment's subject), the task (named by the round) and the submission. The
+// round must be for the rollouts protocol (else the error wraps ErrProtocol and
+// the references are still returned).
 func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, error) {
+	refs, r, err := ResolveRound(ctx, st, reveal)
+	if err != nil {
+		return Refs{}, err
+	}
+	if r.Protocol != "rollouts" {
+		return refs, fmt.Errorf("round %s is for protocol %q: %w", refs.Round.Digest, r.Protocol, ErrProtocol)
+	}
+	return refs, nil
+}
+
+// ResolveRound is ResolveRefs for a round of any protocol; it also returns the
+// round record.
+func ResolveRound(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, protocol.Round, error) {
+	var r protocol.Round
+	refs, err := resolveRound(ctx, st, reveal, &r)
+	return refs, r, err
+}
+
+func resolveRound(ctx context.Context, st cas.Store, reveal ocispec.Descriptor, r *protocol.Round) (Refs, error) {
 	var rv protocol.Reveal
 	art, err := protocol.LoadAs(ctx, st, reveal, protocol.KindReveal, &rv)
 	if err != nil {
@@ -130,12 +154,8 @@ func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (
 		return Refs{}, fmt.Errorf("commitment %s has no subject: %w", refs.Commitment.Digest, protocol.ErrMalformed)
 	}
 	refs.Round = *cart.Manifest.Subject
-	var r protocol.Round
-	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
+	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, r); err != nil {
 		return Refs{}, fmt.Errorf("reading round: %w", err)
-	}
-	if r.Protocol != "rollouts" {
-		return Refs{}, fmt.Errorf("round %s is for protocol %q, not rollouts", refs.Round.Digest, r.Protocol)
 	}
 	refs.Task = r.Task
 	sub, err := st.Resolve(ctx, rv.Submission.String())
