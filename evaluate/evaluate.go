@@ -107,6 +107,13 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if refs, err = rollouts.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
 		return Outcome{}, err
 	}
+	if entry.Status == protocol.StatusAccepted && entry.RevealSeen != nil {
+		// Only an audit draws a sample; the beacon is checked before anything
+		// is written.
+		if req.Params.Beacon, err = rollouts.ResolveBeacon(req.Params.Beacon, round, *entry.RevealSeen); err != nil {
+			return Outcome{}, err
+		}
+	}
 	seq, err := nextSequence(l)
 	if err != nil {
 		return Outcome{}, err
