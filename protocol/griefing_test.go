@@ -252,3 +252,35 @@ func TestRevealGriefing(t *testing.T) {
 		}
 	})
 }
+
+// TestCollectFetchesOnlyOpenings: a validator collecting a round brings in the
+// submissions of the miners' valid openings only; a reveal anyone else pushed
+// cannot make it fetch an artifact of the pusher's choosing.
+func TestCollectFetchesOnlyOpenings(t *testing.T) {
+	src := newRoundFixture(t) // the shared store the validator collects from
+	val, err := cas.Init(filepath.Join(t.TempDir(), "validator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer val.Close()
+	alice, mallory := newSigner(t), newSigner(t)
+	sec := src.commit(alice, "alice v1\n", beforeClose)
+	other := src.commit(mallory, "mallory's payload\n", beforeClose)
+	junk := sec
+	junk.Submission = other.Submission // names an artifact the validator has no reason to fetch
+	src.reveal(mallory, junk, "", afterClose)
+	at := func(s string) Observation { ts, _ := time.Parse(time.RFC3339, s); return Observation{Now: ts} }
+	if _, err := Collect(src.ctx, src.l, val, src.round, at(afterClose)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := val.Resolve(src.ctx, other.Submission.String()); err == nil {
+		t.Errorf("a junk reveal made the validator fetch %s", other.Submission)
+	}
+	src.honest(alice, sec, laterStill)
+	if _, err := Collect(src.ctx, src.l, val, src.round, at(laterStill)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := val.Resolve(src.ctx, sec.Submission.String()); err != nil {
+		t.Errorf("the miner's opening did not bring its submission: %v", err)
+	}
+}
