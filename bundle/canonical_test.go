@@ -3,6 +3,7 @@ package bundle
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -155,4 +156,34 @@ func FuzzParseCanonicalRecord(f *testing.F) {
 			t.Fatalf("%q parsed, re-encodes to %q (%v)", in, out, err)
 		}
 	})
+}
+
+// BenchmarkParseCanonical reads a record the size of a full audit's verdict
+// (10,000 rows) with every strict check.
+func BenchmarkParseCanonical(b *testing.B) {
+	type row struct {
+		TaskID     string `json:"task_id"`
+		Claimed    string `json:"claimed"`
+		Recomputed string `json:"recomputed,omitempty"`
+		Outcome    string `json:"outcome"`
+	}
+	type rec struct {
+		Rows []row `json:"rows"`
+	}
+	var r rec
+	for i := 0; i < 10000; i++ {
+		r.Rows = append(r.Rows, row{TaskID: fmt.Sprintf("math-%05d", i), Claimed: "1", Recomputed: "1", Outcome: "match"})
+	}
+	raw, err := Canonical(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var v rec
+		if err := ParseCanonical(raw, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
