@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -127,6 +129,30 @@ func (f *roundFixture) honest(s *bundle.Signer, sec Secret, at string) digest.Di
 	return r.Reveal.Digest
 }
 
+// junkSignature attaches a signature referrer whose bundle is not a Sigstore
+// bundle at all, as anyone who can push could.
+func (f *roundFixture) junkSignature(target ocispec.Descriptor) {
+	f.t.Helper()
+	layer, err := bundle.PushBytes(f.ctx, f.l, bundle.MediaTypeSigstoreBundle, []byte(`{"junk":true}`))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cfg, err := bundle.PushBytes(f.ctx, f.l, ocispec.MediaTypeEmptyJSON, ocispec.DescriptorEmptyJSON.Data)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	subj := ocispec.Descriptor{MediaType: target.MediaType, Digest: target.Digest, Size: target.Size}
+	m := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
+		ArtifactType: bundle.MediaTypeSigstoreBundle, Config: cfg, Layers: []ocispec.Descriptor{layer}, Subject: &subj}
+	mb, err := json.Marshal(m)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := bundle.PushBytes(f.ctx, f.l, ocispec.MediaTypeImageManifest, mb); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *roundFixture) check(now string) RoundReport {
 	f.t.Helper()
 	obs := Observation{}
@@ -226,18 +252,21 @@ func TestRevealGriefing(t *testing.T) {
 		want(t, rep, second, StatusRejected, ReasonDoubleReveal)
 		want(t, rep, bad, StatusRejected, ReasonKeyMismatch)
 	})
-	t.Run("a junk signature on the commitment", func(t *testing.T) {
+	t.Run("other signatures on the commitment, reveal and submission", func(t *testing.T) {
 		f := newRoundFixture(t)
 		alice, mallory := newSigner(t), newSigner(t)
 		sec := f.commit(alice, "alice v1\n", beforeClose)
-		cd, err := f.l.Resolve(f.ctx, sec.CommitmentArtifact.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bundle.Sign(f.ctx, f.l, mallory, cd); err != nil {
-			t.Fatal(err)
-		}
 		honest := f.honest(alice, sec, laterStill)
+		for _, d := range []digest.Digest{sec.CommitmentArtifact, honest, sec.Submission} {
+			desc, err := f.l.Resolve(f.ctx, d.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bundle.Sign(f.ctx, f.l, mallory, desc); err != nil {
+				t.Fatal(err)
+			}
+			f.junkSignature(desc)
+		}
 		want(t, f.check(laterStill), honest, StatusAccepted, "")
 	})
 	t.Run("only junk: the commitment stays unanswered", func(t *testing.T) {
