@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,5 +313,30 @@ func TestCollectFetchesOnlyOpenings(t *testing.T) {
 	}
 	if _, err := val.Resolve(src.ctx, sec.Submission.String()); err != nil {
 		t.Errorf("the miner's opening did not bring its submission: %v", err)
+	}
+}
+
+// TestPrivateStateStrict: the store owner's own state is read strictly too,
+// and a damaged file is ErrDamaged.
+func TestPrivateStateStrict(t *testing.T) {
+	f := newRoundFixture(t)
+	sec := f.commit(newSigner(t), "alice v1\n", beforeClose)
+	dir := filepath.Join(f.l.Root(), cas.PrivateDir)
+	if err := os.WriteFile(filepath.Join(dir, "seen.json"), []byte(`{"`+sec.CommitmentArtifact.String()+`":{"Time":"x"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSeen(f.l); !errors.Is(err, ErrDamaged) {
+		t.Errorf("LoadSeen of a mis-cased record: %v, want ErrDamaged", err)
+	}
+	name := filepath.Join(dir, "commitments", strings.TrimPrefix(sec.Commitment, "sha256:")+".json")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(strings.Replace(string(b), `"salt"`, `"Salt"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSecret(f.l, sec.Commitment); !errors.Is(err, ErrDamaged) {
+		t.Errorf("LoadSecret of a mis-cased secret: %v, want ErrDamaged", err)
 	}
 }
