@@ -107,3 +107,24 @@ func TestSource(t *testing.T) {
 		t.Errorf("source %q", got)
 	}
 }
+
+// FuzzVerify: any round and signature text verifies or fails, never panics,
+// and only the published signature of a round verifies for it.
+func FuzzVerify(f *testing.F) {
+	for _, p := range published {
+		f.Add(p.round, p.signature)
+	}
+	f.Add(uint64(1), strings.Repeat("00", SignatureSize))
+	f.Add(uint64(7), "c0"+strings.Repeat("00", SignatureSize-1)) // the point at infinity
+	f.Fuzz(func(t *testing.T, round uint64, sig string) {
+		_, _, err := Drand{Chain: Quicknet.Hash, Round: round, Signature: sig}.Verify()
+		if err != nil {
+			return
+		}
+		for _, p := range published {
+			if p.round == round && p.signature != sig {
+				t.Fatalf("round %d verified with another signature %s", round, sig)
+			}
+		}
+	})
+}
