@@ -110,13 +110,22 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 			continue // not observed by this validator: no clock reading, no status
 		}
 		e, key := checkCommitment(ctx, st, cd, round.Digest, r, s)
-		if e.Status == StatusRejected || key == nil {
-			rep.Entries = append(rep.Entries, e)
-			continue
-		}
 		reveals, err := st.Referrers(ctx, cd, bundle.ArtifactType(KindReveal))
 		if err != nil {
 			return rep, err
+		}
+		if e.Status == StatusRejected || key == nil {
+			rep.Entries = append(rep.Entries, e)
+			// A rejected commitment's reveals share its fate: listed with its
+			// reason, so that each has a status to evaluate.
+			for _, rd := range reveals {
+				if rs, ok := seen[rd.Digest]; ok {
+					re := e
+					re.Reveal, re.RevealSeen = rd.Digest, &rs
+					rep.Extra = append(rep.Extra, re)
+				}
+			}
+			continue
 		}
 		// Only a valid opening (signed by the committing key, opening the
 		// commitment) answers the commitment. Anything else anyone pushed is
@@ -356,6 +365,7 @@ func CheckReveal(ctx context.Context, st cas.Store, round, commitment, reveal oc
 	}
 	e, key := checkCommitment(ctx, st, commitment, round.Digest, r, commitSeen)
 	if e.Status == StatusRejected || key == nil {
+		e.Reveal, e.RevealSeen = reveal.Digest, &revealSeen
 		return e, nil
 	}
 	var taskFS fs.FS

@@ -228,3 +228,19 @@ func hasDiff(res replay.Result, path string) bool {
 	}
 	return false
 }
+
+// TestLateCommitmentVerdict: the reveal of a commitment first seen after the
+// commit window gets a rejected verdict (commit_late) that replays identically.
+func TestLateCommitmentVerdict(t *testing.T) {
+	f := newBeaconFixture(t, "2024-07-24T19:00:00Z", "2024-07-25T00:00:00Z") // commitment seen at 20:00
+	out, err := f.evaluate(rollouts.Beacon{Source: "block:1", Value: "00"}, "2024-07-24T21:00:00Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := out.Verdict; v.Status != rollouts.StatusRejected || v.Reason != protocol.ReasonCommitLate || v.RevealCheck.RevealSeen.Time != "2024-07-24T21:00:00Z" {
+		t.Fatalf("verdict %s %s, reveal seen %+v", v.Status, v.Reason, v.RevealCheck.RevealSeen)
+	}
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact, nil); err != nil || res.Outcome != replay.Identical {
+		t.Fatalf("replay: %v %+v", err, res)
+	}
+}
