@@ -58,7 +58,8 @@ func exitCode(err error) int {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
-		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, protocol.ErrDamaged):
+		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, protocol.ErrDamaged),
+		errors.Is(err, rollouts.ErrProtocol):
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
 		errors.Is(err, rollouts.ErrTask):

@@ -207,42 +207,37 @@ func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (
 // round record.
 func ResolveRound(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, protocol.Round, error) {
 	var r protocol.Round
-	refs, err := resolveRound(ctx, st, reveal, &r)
-	return refs, r, err
-}
-
-func resolveRound(ctx context.Context, st cas.Store, reveal ocispec.Descriptor, r *protocol.Round) (Refs, error) {
 	var rv protocol.Reveal
 	art, err := protocol.LoadAs(ctx, st, reveal, protocol.KindReveal, &rv)
 	if err != nil {
-		return Refs{}, fmt.Errorf("reading reveal: %w", err)
+		return Refs{}, r, fmt.Errorf("reading reveal: %w", err)
 	}
 	if art.Manifest.Subject == nil {
-		return Refs{}, fmt.Errorf("reveal %s has no subject: %w", reveal.Digest, protocol.ErrMalformed)
+		return Refs{}, r, fmt.Errorf("reveal %s has no subject: %w", reveal.Digest, protocol.ErrMalformed)
 	}
 	refs := Refs{Reveal: art.Desc, Commitment: *art.Manifest.Subject}
 	var c protocol.Commitment
 	cart, err := protocol.LoadAs(ctx, st, refs.Commitment, protocol.KindCommitment, &c)
 	if err != nil {
-		return Refs{}, fmt.Errorf("reading commitment: %w", err)
+		return Refs{}, r, fmt.Errorf("reading commitment: %w", err)
 	}
 	if cart.Manifest.Subject == nil {
-		return Refs{}, fmt.Errorf("commitment %s has no subject: %w", refs.Commitment.Digest, protocol.ErrMalformed)
+		return Refs{}, r, fmt.Errorf("commitment %s has no subject: %w", refs.Commitment.Digest, protocol.ErrMalformed)
 	}
 	refs.Round = *cart.Manifest.Subject
-	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, r); err != nil {
-		return Refs{}, fmt.Errorf("reading round: %w", err)
+	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
+		return Refs{}, r, fmt.Errorf("reading round: %w", err)
 	}
 	refs.Task = r.Task
 	sub, err := st.Resolve(ctx, rv.Submission.String())
 	if err != nil && !errors.Is(err, cas.ErrNotFound) {
-		return Refs{}, err
+		return Refs{}, r, err
 	}
 	refs.Submission = sub
 	if err != nil {
 		refs.Submission = ocispec.Descriptor{Digest: rv.Submission}
 	}
-	return refs, nil
+	return refs, r, nil
 }
 
 // Params are the validator's choices for one evaluation; replay reads them back
