@@ -328,6 +328,12 @@ func loadSubmission(ctx context.Context, st cas.Store, sub digest.Digest, key *b
 	if err != nil {
 		return nil, ReasonMalformed, "submission content: " + err.Error()
 	}
+	// LoadTree verified the payload against its content digest; the record's
+	// claim must be that digest, or a copier could name other content and
+	// escape the copy check.
+	if payload := subArt.Payloads[0].Annotations[bundle.AnnotationContentDigest]; content.Content.Digest.String() != payload {
+		return nil, ReasonMalformed, fmt.Sprintf("submission record names content %s, its payload is %s", content.Content.Digest, payload)
+	}
 	e.Content = content.Content.Digest
 	return files, "", ""
 }

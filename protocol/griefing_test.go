@@ -340,3 +340,60 @@ func TestPrivateStateStrict(t *testing.T) {
 		t.Errorf("LoadSecret of a mis-cased secret: %v, want ErrDamaged", err)
 	}
 }
+
+// commitArtifact commits s to an existing submission artifact, as Commit does
+// for a path, first seen at `at`.
+func (f *roundFixture) commitArtifact(s *bundle.Signer, sub ocispec.Descriptor, at string) Secret {
+	f.t.Helper()
+	salt := make([]byte, SaltSize)
+	if _, err := rand.Read(salt); err != nil {
+		f.t.Fatal(err)
+	}
+	miner := s.Public().Fingerprint
+	value := ComputeCommitment(sub.Digest, miner, f.round.Digest, salt)
+	keyLayer, err := bundle.PushData(f.ctx, f.l, MinerKeyTitle, s.Public().PEM)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	round := f.round
+	desc, err := bundle.WriteSigned(f.ctx, f.l, s, bundle.Artifact{Kind: KindCommitment,
+		Record: Commitment{Commitment: value, Round: f.round.Digest, Miner: miner}, Layers: []ocispec.Descriptor{keyLayer}, Subject: &round})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.seen[desc.Digest] = Seen{Time: at}
+	return Secret{Commitment: value, CommitmentArtifact: desc.Digest, Round: f.round.Digest, Submission: sub.Digest, Miner: miner, Salt: hex.EncodeToString(salt)}
+}
+
+// TestCopyByContentNotClaim: the copy check compares the content the payload
+// holds, not what the submission record claims it holds.
+func TestCopyByContentNotClaim(t *testing.T) {
+	f := newRoundFixture(t)
+	alice, bob := newSigner(t), newSigner(t)
+	secA := f.commit(alice, "shared content\n", "2026-11-30T09:00:00Z")
+	// bob re-packs alice's payload under his key with a record that names other
+	// content.
+	subA, err := f.l.Resolve(f.ctx, secA.Submission.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := bundle.Load(f.ctx, f.l, subA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec bundle.ContentRecord
+	if err := art.Decode(&rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Content.Digest = digest.FromString("something else")
+	forged, err := bundle.WriteSigned(f.ctx, f.l, bob, bundle.Artifact{Kind: KindSubmission, Record: rec, Layers: art.Payloads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secB := f.commitArtifact(bob, forged, beforeClose)
+	honestA := f.honest(alice, secA, laterStill)
+	revB := f.reveal(bob, secB, "", laterStill)
+	rep := f.check(laterStill)
+	want(t, rep, honestA, StatusAccepted, "")
+	want(t, rep, revB, StatusRejected, ReasonMalformed)
+}
