@@ -280,7 +280,7 @@ func Load(ctx context.Context, s cas.Store, desc ocispec.Descriptor) (*Loaded, e
 		return nil, fmt.Errorf("reading record of %s: %w", desc.Digest, err)
 	}
 	if c, err := Canonicalize(rec); err != nil || !bytes.Equal(c, rec) {
-		return nil, fmt.Errorf("record of %s is not canonical JSON: %w", desc.Digest, ErrNotArtifact)
+		return nil, fmt.Errorf("record of %s is not canonical JSON: %w (%w)", desc.Digest, ErrMalformedRecord, ErrNotArtifact)
 	}
 	desc.ArtifactType = m.ArtifactType
 	return &Loaded{Desc: desc, Manifest: m, Kind: kind, Record: rec, Payloads: m.Layers[1:]}, nil
