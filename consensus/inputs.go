@@ -187,12 +187,20 @@ func LoadStakes(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (Sta
 
 // LoadRules reads a rules artifact; members it omits keep their defaults.
 func LoadRules(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (scoring.Rules, error) {
-	r := scoring.DefaultRules()
-	if _, err := protocol.LoadAs(ctx, st, desc, KindRules, &r); err != nil {
+	// A rules record is its author's rules file, canonicalised: omitted
+	// members are defaults, so it is read as ParseRules reads the file (strict
+	// names, no unknown members) rather than as a record that must re-encode
+	// from its Go form.
+	art, err := bundle.Load(ctx, st, desc)
+	if err != nil {
 		return scoring.Rules{}, fmt.Errorf("rules %s: %w", desc.Digest, err)
 	}
-	if err := r.Validate(); err != nil {
-		return scoring.Rules{}, fmt.Errorf("rules %s: %w: %w", desc.Digest, ErrInput, err)
+	if art.Kind != KindRules {
+		return scoring.Rules{}, fmt.Errorf("rules %s is a %s, not a %s: %w", desc.Digest, art.Kind, KindRules, protocol.ErrMalformed)
+	}
+	r, err := ParseRules(art.Record)
+	if err != nil {
+		return scoring.Rules{}, fmt.Errorf("rules %s: %w", desc.Digest, err)
 	}
 	return r, nil
 }

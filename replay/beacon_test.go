@@ -30,11 +30,12 @@ const (
 )
 
 type beaconFixture struct {
-	ctx    context.Context
-	l      *cas.Layout
-	val    *bundle.Signer
-	task   ocispec.Descriptor
-	reveal ocispec.Descriptor
+	ctx     context.Context
+	l       *cas.Layout
+	val     *bundle.Signer
+	task    ocispec.Descriptor
+	reveal  ocispec.Descriptor
+	trusted []*bundle.PublicKey // owner, miner and validator
 }
 
 // newBeaconFixture is a small rollouts round whose commit window closes at
@@ -87,7 +88,9 @@ func newBeaconFixture(t *testing.T, commitUntil, revealUntil string) *beaconFixt
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &beaconFixture{ctx: ctx, l: l, val: signer(t), task: task, reveal: rv.Reveal}
+	val := signer(t)
+	return &beaconFixture{ctx: ctx, l: l, val: val, task: task, reveal: rv.Reveal,
+		trusted: []*bundle.PublicKey{owner.Public(), miner.Public(), val.Public()}}
 }
 
 func (f *beaconFixture) evaluate(b rollouts.Beacon, now string) (evaluate.Outcome, error) {
@@ -125,7 +128,7 @@ func TestDrandBeacon(t *testing.T) {
 	if seed := scoring.AuditSeed(b.Source, drandRandomness, rv.Commitment, rv.Submission.String()); v.Audit.Seed != scoring.SeedHex(seed) {
 		t.Errorf("seed %s is not derived from the round's randomness", v.Audit.Seed)
 	}
-	res, err := replay.Run(f.ctx, f.l, out.Artifact, nil)
+	res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted)
 	if err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
@@ -157,17 +160,17 @@ func TestDrandBeacon(t *testing.T) {
 		return desc
 	}
 	claimed := forge(func(b *rollouts.Beacon) { *b = rollouts.Beacon{Source: b.Source, Value: b.Value, Verified: true} })
-	if res, err := replay.Run(f.ctx, f.l, claimed, nil); err != nil || res.Outcome != replay.Differs || !hasDiff(res, "audit.beacon.verified") {
+	if res, err := replay.Run(f.ctx, f.l, claimed, f.trusted); err != nil || res.Outcome != replay.Differs || !hasDiff(res, "audit.beacon.verified") {
 		t.Errorf("a plain beacon claiming to be verified: %v %+v", err, res)
 	}
 	otherRound := forge(func(b *rollouts.Beacon) {
 		b.Drand = &beacon.Drand{Chain: b.Drand.Chain, Round: drandRound + 1, Signature: drandSignature}
 	})
-	if _, err := replay.Run(f.ctx, f.l, otherRound, nil); !errors.Is(err, bundle.ErrVerify) {
+	if _, err := replay.Run(f.ctx, f.l, otherRound, f.trusted); !errors.Is(err, bundle.ErrVerify) {
 		t.Errorf("a drand beacon that does not verify: replay gave %v, want a verification failure", err)
 	}
 	otherValue := forge(func(b *rollouts.Beacon) { b.Value = "00" + b.Value[2:] })
-	if res, err := replay.Run(f.ctx, f.l, otherValue, nil); err != nil || res.Outcome != replay.Differs || !hasDiff(res, "audit.beacon.value") {
+	if res, err := replay.Run(f.ctx, f.l, otherValue, f.trusted); err != nil || res.Outcome != replay.Differs || !hasDiff(res, "audit.beacon.value") {
 		t.Errorf("a drand beacon with another value: %v %+v", err, res)
 	}
 }
@@ -183,7 +186,7 @@ func TestPlainBeaconIsUnverified(t *testing.T) {
 	if b := out.Verdict.Audit.Beacon; b.Verified || b.Drand != nil || b.Value != "0f1e2d" {
 		t.Fatalf("plain beacon recorded as %+v", b)
 	}
-	if res, err := replay.Run(f.ctx, f.l, out.Artifact, nil); err != nil || res.Outcome != replay.Identical {
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
 }
@@ -207,7 +210,7 @@ func TestDrandBeaconHeightWindow(t *testing.T) {
 		Params: rollouts.Params{Beacon: drandBeacon(drandRound+1, drandSignature)}}); !errors.Is(err, rollouts.ErrBeacon) {
 		t.Errorf("a later round: %v, want ErrBeacon", err)
 	}
-	if res, err := replay.Run(f.ctx, f.l, out.Artifact, nil); err != nil || res.Outcome != replay.Identical {
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
 }
@@ -240,7 +243,7 @@ func TestLateCommitmentVerdict(t *testing.T) {
 	if v := out.Verdict; v.Status != rollouts.StatusRejected || v.Reason != protocol.ReasonCommitLate || v.RevealCheck.RevealSeen.Time != "2024-07-24T21:00:00Z" {
 		t.Fatalf("verdict %s %s, reveal seen %+v", v.Status, v.Reason, v.RevealCheck.RevealSeen)
 	}
-	if res, err := replay.Run(f.ctx, f.l, out.Artifact, nil); err != nil || res.Outcome != replay.Identical {
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
 }

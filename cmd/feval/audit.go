@@ -23,7 +23,7 @@ type beaconOptions struct {
 
 func (o *beaconOptions) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Uint64Flag{Name: "drand-round", Usage: "verifiable beacon: the drand round (quicknet: the first round after commits closed)"},
+		&cli.Uint64Flag{Name: "drand-round", Usage: "verifiable beacon: the drand round (quicknet: the first round after commits closed)", DefaultText: "none"},
 		&cli.StringFlag{Name: "drand-signature", Usage: "verifiable beacon: that round's signature (96 lower-case hex, the relay's \"signature\")"},
 		&cli.StringFlag{Name: "drand-chain", Usage: "verifiable beacon: the drand chain hash", Value: beacon.Quicknet.Hash, DefaultText: "quicknet"},
 		&cli.StringFlag{Name: "beacon", Usage: "unverified beacon for tests: a value (recorded as unverified); with --beacon-source"},
