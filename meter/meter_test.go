@@ -286,7 +286,9 @@ func TestBadRequestsGetErrorsAndReceipts(t *testing.T) {
 		t.Fatalf("refused calls spent %d, reserved %d", sp, res)
 	}
 	// A bad scenario header is refused before any scenario is charged.
-	st, b, _ := func() (int, []byte, http.Header) { return post(t, base, "../etc", "application/json", chat(kimi, "hi", nil)) }()
+	st, b, _ := func() (int, []byte, http.Header) {
+		return post(t, base, "../etc", "application/json", chat(kimi, "hi", nil))
+	}()
 	if st != 400 || apiError(t, b).Code != "invalid_scenario" {
 		t.Fatalf("bad scenario: %d %s", st, b)
 	}
