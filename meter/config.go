@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
 	"time"
 )
@@ -186,3 +188,27 @@ func (c Config) Validate() error {
 }
 
 func millis(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// TaskConfigFile is the file of a task directory that holds its meter
+// configuration.
+const TaskConfigFile = "meter.json"
+
+// maxConfigBytes bounds a configuration file.
+const maxConfigBytes = 1 << 20
+
+// LoadTaskConfig reads and validates the meter configuration of a task tree.
+func LoadTaskConfig(fsys fs.FS) (Config, error) {
+	f, err := fsys.Open(TaskConfigFile)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: the task has no %s: %v", ErrConfig, TaskConfigFile, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return Config{}, err
+	}
+	if len(b) > maxConfigBytes {
+		return Config{}, fmt.Errorf("%w: %s exceeds %d bytes", ErrConfig, TaskConfigFile, maxConfigBytes)
+	}
+	return ParseConfig(b)
+}
