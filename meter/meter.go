@@ -276,7 +276,11 @@ func (s *Scenario) serve(w http.ResponseWriter, r *http.Request) {
 // read checks the method, route, content type and size, and parses the body.
 func (s *Scenario) read(c *call, r *http.Request) *requestError {
 	defer func() {
-		c.receipt.RequestDigest = RequestDigest(c.raw)
+		if c.req != nil {
+			c.receipt.RequestDigest = c.req.Digest
+		} else {
+			c.receipt.RequestDigest = RequestDigest(c.raw)
+		}
 		c.entry.RequestDigest = c.receipt.RequestDigest
 		setRequest(&c.entry, c.raw)
 	}()
