@@ -227,63 +227,58 @@ type call struct {
 }
 
 func (s *Scenario) serve(w http.ResponseWriter, r *http.Request) {
-	m := s.m
-	c := &call{start: m.opts.Now()}
-	c.receipt.Scenario, c.entry.Scenario = s.id, s.id
+	c := s.newCall()
 	if rerr := s.read(c, r); rerr != nil {
 		s.refuse(w, c, OutcomeBadRequest, rerr)
 		return
 	}
-	c.receipt.Model, c.receipt.Stream = c.req.Model, c.req.Stream
-	c.model = m.models[c.req.Model]
-
-	// Admission: sequence number, allowlist, reservation, occurrence, in one
-	// critical section so that they follow one order.
-	s.mu.Lock()
-	s.seq++
-	c.receipt.Seq, c.entry.Seq = s.seq, s.seq
-	var refusal *requestError
-	outcome := ""
-	if c.model == nil {
-		outcome = OutcomeRefusedModel
-		refusal = &requestError{status: 404, typ: "invalid_request_error", code: "model_not_found",
-			msg: fmt.Sprintf("model %q is not on the task's allowlist (GET /v1/models lists the %d allowed models)", c.req.Model, len(m.cfg.Models))}
-	} else {
-		c.receipt.ReservedMicroUSD = Cost(ReserveInputTokens(c.req.Canonical), c.req.MaxTokens,
-			c.model.InputMicroUSDPerMTok, c.model.OutputMicroUSDPerMTok)
-		if err := s.b.reserve(c.receipt.ReservedMicroUSD); err != nil {
-			spent, reserved := s.b.state()
-			outcome = OutcomeRefusedCap
-			refusal = &requestError{status: 402, typ: "insufficient_quota", code: "cap_exceeded",
-				msg: fmt.Sprintf("scenario %s: this call may cost up to %d micro-USD (%d input tokens by the meter's count + %d max tokens of %s) but only %d of the %d micro-USD cap remain; lower max_tokens or shorten the request",
-					s.id, c.receipt.ReservedMicroUSD, ReserveInputTokens(c.req.Canonical), c.req.MaxTokens, c.req.Model,
-					m.cfg.CapMicroUSD-spent-reserved, m.cfg.CapMicroUSD)}
-			c.receipt.ReservedMicroUSD = 0
-		} else {
-			c.receipt.Occurrence = s.occ[c.req.Digest]
-			c.entry.Occurrence = c.receipt.Occurrence
-			s.occ[c.req.Digest]++
-		}
-	}
-	s.mu.Unlock()
-	if refusal != nil {
+	if outcome, refusal := s.admit(c); refusal != nil {
 		s.finishRefusal(w, c, outcome, refusal)
 		return
 	}
 	s.forward(w, r.Context(), c)
 }
 
+func (s *Scenario) newCall() *call {
+	c := &call{start: s.m.opts.Now()}
+	c.receipt.Scenario, c.entry.Scenario = s.id, s.id
+	return c
+}
+
+// admit numbers a parsed call and checks the allowlist and the budget, in one
+// critical section so that sequence numbers, reservations and occurrences
+// follow one order. It returns the refusal, if any.
+func (s *Scenario) admit(c *call) (string, *requestError) {
+	m := s.m
+	c.receipt.Model, c.receipt.Stream = c.req.Model, c.req.Stream
+	c.model = m.models[c.req.Model]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	c.receipt.Seq, c.entry.Seq = s.seq, s.seq
+	if c.model == nil {
+		return OutcomeRefusedModel, &requestError{status: 404, typ: "invalid_request_error", code: "model_not_found",
+			msg: fmt.Sprintf("model %q is not on the task's allowlist (GET /v1/models lists the %d allowed models)", c.req.Model, len(m.cfg.Models))}
+	}
+	in := ReserveInputTokens(c.req.Canonical)
+	c.receipt.ReservedMicroUSD = Cost(in, c.req.MaxTokens, c.model.InputMicroUSDPerMTok, c.model.OutputMicroUSDPerMTok)
+	if err := s.b.reserve(c.receipt.ReservedMicroUSD); err != nil {
+		spent, reserved := s.b.state()
+		e := &requestError{status: 402, typ: "insufficient_quota", code: "cap_exceeded",
+			msg: fmt.Sprintf("scenario %s: this call may cost up to %d micro-USD (%d input tokens by the meter's count + %d max tokens of %s) but only %d of the %d micro-USD cap remain; lower max_tokens or shorten the request",
+				s.id, c.receipt.ReservedMicroUSD, in, c.req.MaxTokens, c.req.Model, m.cfg.CapMicroUSD-spent-reserved, m.cfg.CapMicroUSD)}
+		c.receipt.ReservedMicroUSD = 0
+		return OutcomeRefusedCap, e
+	}
+	c.receipt.Occurrence = s.occ[c.req.Digest]
+	c.entry.Occurrence = c.receipt.Occurrence
+	s.occ[c.req.Digest]++
+	return "", nil
+}
+
 // read checks the method, route, content type and size, and parses the body.
 func (s *Scenario) read(c *call, r *http.Request) *requestError {
-	defer func() {
-		if c.req != nil {
-			c.receipt.RequestDigest = c.req.Digest
-		} else {
-			c.receipt.RequestDigest = RequestDigest(c.raw)
-		}
-		c.entry.RequestDigest = c.receipt.RequestDigest
-		setRequest(&c.entry, c.raw)
-	}()
+	defer c.identify()
 	if r.URL.Path != "/v1/chat/completions" {
 		return &requestError{status: 404, typ: "invalid_request_error", code: "unknown_url",
 			msg: fmt.Sprintf("unknown route %s %s: the meter serves POST /v1/chat/completions and GET /v1/models", r.Method, r.URL.Path)}
@@ -296,22 +291,38 @@ func (s *Scenario) read(c *call, r *http.Request) *requestError {
 		return &requestError{status: 415, typ: "invalid_request_error", code: "unsupported_media_type",
 			msg: fmt.Sprintf("content type %q: send the body as application/json", r.Header.Get("Content-Type"))}
 	}
-	limit := s.m.cfg.MaxRequestBytes
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, s.m.cfg.MaxRequestBytes+1))
 	c.raw = b
-	if int64(len(b)) > limit {
+	if err != nil && int64(len(b)) <= s.m.cfg.MaxRequestBytes {
+		return badRequest("unreadable_body", "reading the request body: %v", err)
+	}
+	return s.parse(c)
+}
+
+// parse checks the size of c.raw and parses it.
+func (s *Scenario) parse(c *call) *requestError {
+	if limit := s.m.cfg.MaxRequestBytes; int64(len(c.raw)) > limit {
 		return &requestError{status: 413, typ: "invalid_request_error", code: "request_too_large",
 			msg: fmt.Sprintf("the request body exceeds the task's limit of %d bytes; shorten the conversation", limit)}
 	}
-	if err != nil {
-		return badRequest("unreadable_body", "reading the request body: %v", err)
-	}
-	req, rerr := parseChatRequest(b, s.m.cfg.DefaultMaxTokens)
+	req, rerr := parseChatRequest(c.raw, s.m.cfg.DefaultMaxTokens)
 	if rerr != nil {
 		return rerr
 	}
 	c.req = req
 	return nil
+}
+
+// identify sets the request digest and the request body of the receipt and
+// trace entry.
+func (c *call) identify() {
+	if c.req != nil {
+		c.receipt.RequestDigest = c.req.Digest
+	} else {
+		c.receipt.RequestDigest = RequestDigest(c.raw)
+	}
+	c.entry.RequestDigest = c.receipt.RequestDigest
+	setRequest(&c.entry, c.raw)
 }
 
 func setRequest(te *TraceEntry, b []byte) {
