@@ -204,6 +204,11 @@ func DecodeTrace(r io.Reader) ([]TraceEntry, error) {
 		if err := dec.Decode(&te); err != nil {
 			return nil, fmt.Errorf("line %d: %w: %v", n, ErrTrace, err)
 		}
+		// Exactly the encoding of what was decoded: encoding/json matches field
+		// names case-insensitively, so a differently cased key must not pass.
+		if again, err := EncodeTrace([]TraceEntry{te}); err != nil || !bytes.Equal(again[:len(again)-1], line) {
+			return nil, fmt.Errorf("line %d is not the encoding of a trace entry: %w", n, ErrTrace)
+		}
 		out = append(out, te)
 	}
 }

@@ -208,6 +208,7 @@ func TestTraceDigestGolden(t *testing.T) {
 		`{"seq":1}`,               // no newline
 		"{\"seq\": 1}\n",          // not canonical
 		"{\"bogus\":1}\n",         // unknown field
+		"{\"Seq\":1}\n",           // another case
 		"{\"seq\":1}\n{\"seq\":2", // truncated
 	} {
 		if _, err := meter.DecodeTrace(strings.NewReader(bad)); !errors.Is(err, meter.ErrTrace) {
