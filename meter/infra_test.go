@@ -1,9 +1,12 @@
 package meter_test
 
 import (
+	"bytes"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/feval/feval/fixtures/upstream"
 	"github.com/feval/feval/meter"
@@ -156,5 +159,28 @@ func TestExhaustedAccountIncident(t *testing.T) {
 		if st != meter.StatusInfraError || score != "" {
 			t.Errorf("submission %s during the 402 outage: status %q score %q, want infra_error and no score", s.model, st, score)
 		}
+	}
+}
+
+// TestClientGoneIsNotInfraError: a client that gives up (a timeout, a policy
+// keeping only the first of parallel answers) does not turn the call into an
+// upstream error; the call completes and is recorded as it would have been.
+func TestClientGoneIsNotInfraError(t *testing.T) {
+	_, url := startUpstream(t, upstream.Options{LatencyMillis: 300})
+	m, base := newMeter(t, testConfig(t, url), meter.Options{})
+	c := &http.Client{Timeout: 50 * time.Millisecond}
+	req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", bytes.NewReader(chat(kimi, "slow", nil)))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the client did not time out")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(m.Recorder().Receipts()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rs := m.Recorder().Receipts()
+	if len(rs) != 1 || rs[0].Outcome != meter.OutcomeOK || rs[0].CostMicroUSD == 0 {
+		t.Fatalf("receipts %+v", rs)
 	}
 }

@@ -26,7 +26,8 @@ func (s *Scenario) Call(ctx context.Context, body []byte) Result {
 // admitted in the order given: their sequence numbers, reservations and
 // occurrences follow the slice, whatever order the upstream answers in, so a
 // replay of the same calls yields the same receipts. Results are in the same
-// order. A policy that fans a request out to several models uses it.
+// order. A policy that fans a request out to several models uses it. Calls
+// run to their end even if ctx is cancelled (see Scenario.Handler).
 func (s *Scenario) CallAll(ctx context.Context, bodies [][]byte) []Result {
 	out := make([]Result, len(bodies))
 	writers := make([]*bufferWriter, len(bodies))

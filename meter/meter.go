@@ -23,6 +23,9 @@ import (
 // scenario's socket cannot charge another.
 const ScenarioHeader = "Feval-Scenario"
 
+// MaxScenarios bounds the scenarios one meter serves.
+const MaxScenarios = 4096
+
 // DefaultScenario is the scenario of requests that name none.
 const DefaultScenario = "default"
 
@@ -153,6 +156,9 @@ func (m *Meter) Scenario(id string) (*Scenario, error) {
 	defer m.mu.Unlock()
 	s := m.scenarios[id]
 	if s == nil {
+		if len(m.scenarios) >= MaxScenarios {
+			return nil, fmt.Errorf("scenario %q: the meter already serves %d scenarios", id, MaxScenarios)
+		}
 		s = &Scenario{id: id, m: m, b: budget{cap: m.cfg.CapMicroUSD}, occ: map[digest.Digest]int64{}}
 		m.scenarios[id] = s
 	}
@@ -181,6 +187,8 @@ func (s *Scenario) ID() string { return s.id }
 func (s *Scenario) Spent() (spent, reserved int64) { return s.b.state() }
 
 // Handler serves the meter's API with every call attributed to this scenario.
+// An admitted call runs to its end and is recorded even if the client goes
+// away first.
 func (s *Scenario) Handler() http.Handler { return &handler{m: s.m, fixed: s} }
 
 type handler struct {
@@ -357,9 +365,13 @@ func (s *Scenario) record(c *call) {
 }
 
 // forward sends an admitted call upstream (or to the trace), settles its
-// reservation, records it and answers the client.
+// reservation, records it and answers the client. The upstream call runs to its
+// end even if the client goes away (ctx's cancellation is dropped): what is
+// recorded must not depend on when a caller gives up, and an abandoned call of a
+// policy's parallel fan-out is not an infrastructure failure.
 func (s *Scenario) forward(w http.ResponseWriter, ctx context.Context, c *call) {
 	m := s.m
+	ctx = context.WithoutCancel(ctx)
 	c.entry.Forwarded = true
 	var ex *Exchange
 	sent := digest.SHA256.Digester()
