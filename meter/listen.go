@@ -24,18 +24,7 @@ func Listen(addr string) (net.Listener, error) {
 		if !isUnix {
 			path = addr
 		}
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			os.Remove(path)
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.Chmod(path, 0o600); err != nil {
-			ln.Close()
-			return nil, err
-		}
-		return ln, nil
+		return ListenUnix(path, 0o600)
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -66,4 +55,24 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		<-done
 		return err
 	}
+}
+
+// ListenUnix listens on a Unix socket at path with the given mode, after
+// removing a stale socket file there. A socket granted to a sandbox whose
+// program runs as another user (uid 65534 when feval runs as root) needs a mode
+// that lets that user connect (0o666); put it in a directory only the
+// evaluation can reach.
+func ListenUnix(path string, mode os.FileMode) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
