@@ -2,6 +2,7 @@ package meter_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -166,21 +167,27 @@ func TestExhaustedAccountIncident(t *testing.T) {
 // keeping only the first of parallel answers) does not turn the call into an
 // upstream error; the call completes and is recorded as it would have been.
 func TestClientGoneIsNotInfraError(t *testing.T) {
-	_, url := startUpstream(t, upstream.Options{LatencyMillis: 300})
+	up, url := startUpstream(t, upstream.Options{LatencyMillis: 300})
 	m, base := newMeter(t, testConfig(t, url), meter.Options{})
-	c := &http.Client{Timeout: 50 * time.Millisecond}
-	req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", bytes.NewReader(chat(kimi, "slow", nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // give up once the call has reached the upstream
+		for up.Calls() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(chat(kimi, "slow", nil)))
 	req.Header.Set("Content-Type", "application/json")
-	if resp, err := c.Do(req); err == nil {
+	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
-		t.Fatal("the client did not time out")
+		t.Fatal("the client did not give up")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(m.Recorder().Receipts()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	rs := m.Recorder().Receipts()
-	if len(rs) != 1 || rs[0].Outcome != meter.OutcomeOK || rs[0].CostMicroUSD == 0 {
-		t.Fatalf("receipts %+v", rs)
+	if len(rs) != 1 || rs[0].Outcome != meter.OutcomeOK || rs[0].CostMicroUSD == 0 || up.Calls() != 1 {
+		t.Fatalf("receipts %+v, upstream calls %d", rs, up.Calls())
 	}
 }
