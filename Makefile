@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
 
 all: build
 
@@ -75,6 +75,8 @@ node-deps: debian-deps
 
 # The fixture upstream (deterministic stand-ins for the allowlisted model APIs)
 # for the demo and for trying 'feval meter serve' by hand.
+fixture-upstream: $(BIN)/fixture-upstream
+
 $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
 
