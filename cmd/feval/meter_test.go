@@ -17,6 +17,7 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/fixtures/upstream"
 	"github.com/feval/feval/meter"
+	"github.com/feval/feval/protocol"
 )
 
 // serveMeter runs 'feval meter serve' logic until calls returns, then stops it
@@ -93,6 +94,17 @@ func TestMeterServeRecordAndReplay(t *testing.T) {
 	cfgPath := filepath.Join(dir, "meter.json")
 	os.WriteFile(cfgPath, cfg, 0o644)
 
+	// The recording run reads its configuration from a signed scenarios task.
+	taskDir := filepath.Join(dir, "task")
+	os.MkdirAll(taskDir, 0o755)
+	os.WriteFile(filepath.Join(taskDir, meter.TaskConfigFile), cfg, 0o644)
+	task, err := protocol.CreateTask(context.Background(), l, signer, "scenarios", taskDir, bundle.EpochCreated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	st := &storeOptions{Path: filepath.Join(dir, "store")}
 	k := &keyOptions{Path: keyPath}
 	var answers []string
@@ -114,7 +126,7 @@ func TestMeterServeRecordAndReplay(t *testing.T) {
 			answers = append(answers, string(b))
 		}
 	}
-	rec := serveMeter(t, st, k, meterServeOptions{ConfigFile: cfgPath, Listen: "127.0.0.1:0", Upstream: url,
+	rec := serveMeter(t, st, k, meterServeOptions{Task: task.Digest.String(), Listen: "127.0.0.1:0", Upstream: url,
 		Record: true, Subject: packed.Artifact.Digest.String()}, calls)
 	if rec.Artifacts == nil || len(rec.Summaries) != 2 || rec.Summaries[0].Calls != 2 || rec.Summaries[0].Status != meter.StatusOK ||
 		rec.Summaries[1].Outcomes[meter.OutcomeRefusedModel] != 1 {
