@@ -28,7 +28,7 @@ const (
 // Limits on what LoadTrace reads.
 const (
 	MaxTraceBytes     = 1 << 30
-	MaxTraceLineBytes = 2*MaxRequestBytesLimit + 1<<20
+	MaxTraceLineBytes = 256 << 20
 )
 
 // ErrTrace reports a trace artifact that does not have the documented form.
