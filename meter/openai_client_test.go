@@ -71,6 +71,13 @@ func TestOpenAINodeClient(t *testing.T) {
 				} `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"tool"`
+		ToolStream struct {
+			ID    string `json:"id"`
+			Usage *usage `json:"usage"`
+			Calls []struct {
+				Name, Arguments string
+			} `json:"calls"`
+		} `json:"toolStream"`
 		Refused struct {
 			Status int    `json:"status"`
 			Code   string `json:"code"`
@@ -81,7 +88,7 @@ func TestOpenAINodeClient(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	rs := m.Recorder().Receipts()
-	if len(rs) != 4 {
+	if len(rs) != 5 {
 		t.Fatalf("%d receipts: %+v", len(rs), rs)
 	}
 	check := func(r meter.Receipt, model, id string, u usage, stream bool) {
@@ -104,7 +111,12 @@ func TestOpenAINodeClient(t *testing.T) {
 		got.Tool.ToolCalls[0].Function.Arguments != `{"content":"print('ok')\n","path":"fix.py"}` {
 		t.Fatalf("tool call: %+v", got.Tool)
 	}
-	if got.Refused.Status != 404 || got.Refused.Code != "model_not_found" || rs[3].Outcome != meter.OutcomeRefusedModel {
-		t.Fatalf("refusal: client saw %+v, receipt %+v", got.Refused, rs[3])
+	if got.ToolStream.Usage == nil || len(got.ToolStream.Calls) != 1 || got.ToolStream.Calls[0].Name != "write_file" ||
+		got.ToolStream.Calls[0].Arguments != `{"content":"print('ok')\n","path":"fix.py"}` {
+		t.Fatalf("streamed tool call: %+v", got.ToolStream)
+	}
+	check(rs[3], "qwen3-coder-480b-a35b-instruct", got.ToolStream.ID, *got.ToolStream.Usage, true)
+	if got.Refused.Status != 404 || got.Refused.Code != "model_not_found" || rs[4].Outcome != meter.OutcomeRefusedModel {
+		t.Fatalf("refusal: client saw %+v, receipt %+v", got.Refused, rs[4])
 	}
 }

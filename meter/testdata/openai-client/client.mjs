@@ -1,5 +1,5 @@
 // Drives the meter with the official openai client: a plain call, a streamed
-// call and a tool call. Prints one JSON object with what the client saw, for
+// call, a tool call, a streamed tool call and a refused call. Prints one JSON object with what the client saw, for
 // the Go test to check against the meter's receipts.
 //
 // Environment: METER_BASE_URL (http://127.0.0.1:PORT/v1), METER_SCENARIO.
@@ -55,6 +55,29 @@ const tool = await client.chat.completions.create({
   tool_choice: "auto",
 });
 out.tool = { id: tool.id, usage: tool.usage, finish: tool.choices[0].finish_reason, tool_calls: tool.choices[0].message.tool_calls };
+
+const toolStream = await client.chat.completions.create({
+  model: "qwen3-coder-480b-a35b-instruct",
+  messages: [{ role: "user", content: "[fixture-task:node-tool] Fix the parser, streaming." }],
+  tools,
+  stream: true,
+  stream_options: { include_usage: true },
+});
+const calls = [];
+let streamedUsage = null;
+let streamedID = "";
+for await (const chunk of toolStream) {
+  streamedID = streamedID || chunk.id;
+  if (chunk.usage) streamedUsage = chunk.usage;
+  for (const c of chunk.choices) {
+    for (const tc of c.delta?.tool_calls ?? []) {
+      calls[tc.index] ??= { name: "", arguments: "" };
+      if (tc.function?.name) calls[tc.index].name += tc.function.name;
+      if (tc.function?.arguments) calls[tc.index].arguments += tc.function.arguments;
+    }
+  }
+}
+out.toolStream = { id: streamedID, usage: streamedUsage, calls };
 
 try {
   await client.chat.completions.create({ model: "not-allowlisted", messages: [{ role: "user", content: "hi" }] });
