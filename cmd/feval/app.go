@@ -66,6 +66,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			versionCommand(a),
 			completionCommand(a),
 			manCommand(a),
+			meterCommand(a),
 		},
 	}
 	applyConventions(app)

@@ -19,6 +19,7 @@ const (
 	envEpoch      = "SOURCE_DATE_EPOCH"
 	envDocker     = "DOCKER_CONFIG"
 	envPlainHTTP  = "FEVAL_PLAIN_HTTP"
+	envMeterKey   = "FEVAL_METER_API_KEY"
 )
 
 type envVar struct {
@@ -36,6 +37,7 @@ func envVars() []envVar {
 		{envEpoch, "fixed creation time (Unix seconds) for artifacts; default 0", false},
 		{envDocker, "directory of the Docker config.json holding registry credentials", false},
 		{envPlainHTTP, "set to 1 to use plain HTTP for non-loopback registries", false},
+		{envMeterKey, "bearer token the meter sends to model upstreams", true},
 	}
 }
 
