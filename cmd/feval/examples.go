@@ -46,6 +46,9 @@ var commandExamples = map[string]string{
 	"sandbox check": `   feval sandbox check`,
 	"sandbox run": `   feval sandbox run -- /bin/true
    feval sandbox run --input ./data:data --output ./out -- /usr/bin/python3 /in/data/train.py`,
+	"meter serve": `   feval meter serve --task sha256:1f2e3d... --listen unix:/run/feval/meter.sock --record --subject sha256:9a8b7c...
+   feval meter serve --config meter.json --listen 127.0.0.1:8400 --upstream http://127.0.0.1:8500
+   feval meter serve --task sha256:1f2e3d... --replay sha256:4d5e6f... --listen unix:meter.sock`,
 	"version": `   feval version
    feval --version`,
 	"completion": `   source <(feval completion bash)
