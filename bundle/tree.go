@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -144,10 +145,15 @@ func ReadTree(r io.Reader, lim Limits) ([]File, error) {
 		if hdr.Typeflag != tar.TypeReg {
 			return nil
 		}
-		b, err := io.ReadAll(body)
-		if err != nil {
+		// Size the buffer from the header (the tar reader delivers exactly
+		// hdr.Size bytes or fails), but never allocate more up front than a
+		// lying header could cost: the rest grows as bytes arrive.
+		var buf bytes.Buffer
+		buf.Grow(int(min(hdr.Size, 64<<20)) + bytes.MinRead)
+		if _, err := buf.ReadFrom(body); err != nil {
 			return err
 		}
+		b := buf.Bytes()
 		files = append(files, File{Path: strings.TrimSuffix(hdr.Name, "/"), Mode: hdr.Mode, Data: b})
 		return nil
 	})

@@ -31,6 +31,11 @@ type RolloutSubmission struct {
 	// Rows is the slash-separated path, within the submission, of the rows
 	// file (JSON Lines, one Row per line).
 	Rows string `json:"rows"`
+	// Claims, when set (rollouts submission format 2), is the path of the
+	// claims file: one "<task_id>\t<reward_claimed>" line per row, in the
+	// rows file's order (ParseClaims). With it, the claimed score and any
+	// row are read without decoding every row (OpenIndexedRows).
+	Claims string `json:"claims,omitempty"`
 }
 
 // RolloutLimits bounds what the rollouts gate reads and reports. A zero
@@ -149,13 +154,24 @@ func Rollouts(fsys fs.FS, taskIDs []string, limits RolloutLimits) ([]Violation, 
 	if validRowsPath(sub.Rows) {
 		rowsPath = sub.Rows
 	}
-	vs = append(vs, extraFiles(t, RolloutSubmissionFile, rowsPath)...)
-	if rowsPath == "" {
+	claimsPath := ""
+	if sub.Claims != "" && validClaimsPath(sub.Claims) {
+		claimsPath = sub.Claims
+	}
+	vs = append(vs, extraFiles(t, RolloutSubmissionFile, rowsPath, claimsPath)...)
+	if rowsPath == "" || sub.Claims != "" && claimsPath == "" {
 		return normalize(vs), nil
 	}
 	if !t.has(rowsPath) {
 		vs = append(vs, Violation{Rule: RuleMissingFile, Path: rowsPath, Detail: "the rows file named by submission.json is missing"})
 		return normalize(vs), nil
+	}
+	if claimsPath != "" {
+		more, err := checkClaims(fsys, t, rowsPath, claimsPath, taskIDs, limits)
+		if err != nil {
+			return nil, fmt.Errorf("rollouts gate: %w", err)
+		}
+		return normalize(append(vs, more...)), nil
 	}
 	more, err := checkRows(fsys, rowsPath, taskIDs, index, limits)
 	if err != nil {
@@ -202,6 +218,9 @@ func checkRolloutSubmission(sub RolloutSubmission) []Violation {
 	case !validRowsPath(sub.Rows):
 		bad(RuleJSONSchema, "rows %q is not a clean relative path to a .jsonl file", clip(sub.Rows))
 	}
+	if sub.Claims != "" && !validClaimsPath(sub.Claims) {
+		bad(RuleJSONSchema, "claims %q is not a clean relative path to a .tsv file", clip(sub.Claims))
+	}
 	return vs
 }
 
@@ -236,6 +255,34 @@ func extraFiles(t *tree, keep ...string) []Violation {
 		}
 	}
 	return vs
+}
+
+// checkClaims is the gate of a submission with a claims file (format 2): the
+// claims must index the rows file exactly (OpenIndexedRows). Rows are not
+// decoded here: the audit decodes the rows it samples and checks each against
+// its claims line, so a malformed row counts as a wrong claim (PROTOCOL.md).
+func checkClaims(fsys fs.FS, t *tree, rowsPath, claimsPath string, taskIDs []string, limits RolloutLimits) ([]Violation, error) {
+	if !t.has(claimsPath) {
+		return []Violation{{Rule: RuleMissingFile, Path: claimsPath, Detail: "the claims file named by submission.json is missing"}}, nil
+	}
+	maxRows := int64(len(taskIDs)) * int64(limits.MaxRowBytes+1)
+	rows, err := readLimited(fsys, rowsPath, maxRows)
+	if errors.Is(err, errTooLarge) {
+		return []Violation{tooLarge(rowsPath, maxRows)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	maxClaims := int64(len(taskIDs)) * maxClaimLineBytes
+	claims, err := readLimited(fsys, claimsPath, maxClaims)
+	if errors.Is(err, errTooLarge) {
+		return []Violation{tooLarge(claimsPath, maxClaims)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, vs := OpenIndexedRows(rows, claims, rowsPath, claimsPath, taskIDs, limits)
+	return vs, nil
 }
 
 // checkRows streams the rows file and checks task id coverage.

@@ -7,6 +7,7 @@ package rollouts
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,7 +70,9 @@ type LoadedTask struct {
 // ErrTask reports a task directory that does not have the rollouts form.
 var ErrTask = errors.New("malformed rollouts task")
 
-// LoadTask reads task.json and tasks.jsonl from a task tree.
+// LoadTask reads task.json and tasks.jsonl from a task tree. The result is
+// shared with later calls for the same bytes (see cache.go) and must not be
+// modified.
 func LoadTask(fsys fs.FS) (*LoadedTask, error) {
 	b, err := fs.ReadFile(fsys, TaskFile)
 	if err != nil {
@@ -86,13 +89,16 @@ func LoadTask(fsys fs.FS) (*LoadedTask, error) {
 	if s.Checkers != CurrentCheckers {
 		return nil, fmt.Errorf("%w: task needs checkers %+v, this feval has %+v", ErrTask, s.Checkers, CurrentCheckers)
 	}
-	f, err := fsys.Open(TasksFile)
+	data, err := fs.ReadFile(fsys, TasksFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTask, err)
 	}
-	defer f.Close()
+	key := contentKey(b, data)
+	if cached := tasksByContent.get(key); cached != nil {
+		return cached, nil
+	}
 	t.index = map[string]int{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for line := 1; sc.Scan(); line++ {
 		var it Item
@@ -111,6 +117,7 @@ func LoadTask(fsys fs.FS) (*LoadedTask, error) {
 	if len(t.Items) != s.Rows {
 		return nil, fmt.Errorf("%w: %d tasks, task.json says %d", ErrTask, len(t.Items), s.Rows)
 	}
+	tasksByContent.put(key, &t)
 	return &t, nil
 }
 

@@ -40,6 +40,10 @@ const (
 	OutcomeMatch        = "match"
 	OutcomeMismatch     = "mismatch"
 	OutcomeUndetermined = "undetermined"
+	// OutcomeMalformed: the audited row of an indexed submission (format 2)
+	// is not a valid row or differs from its claims line; it counts as a
+	// mismatch.
+	OutcomeMalformed = "malformed"
 )
 
 // Beacon is the public randomness an audit sample is drawn from: a value that
@@ -269,11 +273,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 		v.Status, v.Reason, v.Violations = StatusRejected, entry.Reason, entry.Violations
 		return v, nil
 	}
-	taskFS, err := protocol.LoadTaskFS(ctx, st, refs.Task)
-	if err != nil {
-		return v, err
-	}
-	task, err := LoadTask(taskFS)
+	task, err := loadTaskArtifact(ctx, st, refs.Task)
 	if err != nil {
 		return v, err
 	}
@@ -281,13 +281,8 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	if err != nil {
 		return v, err
 	}
-	v.Rows = len(rows)
-	sum := new(big.Rat)
-	for _, r := range rows {
-		sum.Add(sum, r.claimed)
-	}
-	v.ClaimedScore = FormatReward(sum.Quo(sum, big.NewRat(int64(len(rows)), 1)))
-
+	v.Rows = rows.n
+	v.ClaimedScore = FormatReward(rows.score)
 	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
 	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Mismatches: []string{}, Undetermined: []string{}}
 	ids := task.IDs()
@@ -297,8 +292,17 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	a.SampleSize = len(ids)
 	for _, id := range ids {
 		it, _ := task.Item(id)
-		row := rows[id]
-		ar := AuditRow{TaskID: id, Claimed: FormatReward(row.claimed)}
+		row, rerr := rows.get(id)
+		ar := AuditRow{TaskID: id, Claimed: row.claimedText}
+		if rerr != nil {
+			// Only an indexed submission gets here: its rows are decoded
+			// when audited, and a row that is not the row its claims line
+			// describes is a wrong claim.
+			ar.Outcome = OutcomeMalformed
+			a.Mismatches = append(a.Mismatches, id)
+			a.Rows = append(a.Rows, ar)
+			continue
+		}
 		got, undetermined, err := RowReward(it, row.response, task.Spec.MathFuel)
 		switch {
 		case err != nil:
@@ -329,50 +333,125 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 }
 
 type row struct {
-	response string
-	claimed  *big.Rat
+	response    string
+	claimed     *big.Rat
+	claimedText string
 }
 
-// loadRows reads a gate-checked submission's rows, keyed by task id.
-func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *LoadedTask) (map[string]row, error) {
+// submissionRows are a submission's rows as Decide reads them: how many, the
+// claimed score (the mean of every row's claim) and the row of a task id.
+type submissionRows struct {
+	n     int
+	score *big.Rat
+	// get returns the row of a task id of the task. A non-nil error means
+	// the row is not the row the submission claims (indexed form only);
+	// claimedText is still the claim.
+	get func(id string) (row, *gate.RowError)
+}
+
+// meanClaim is the mean of claims given as canonical reward strings. Equal
+// rewards are equal strings (gate.ParseReward), so it sums each distinct value
+// once, times its count.
+func meanClaim(counts map[string]int64, n int) (*big.Rat, error) {
+	sum := new(big.Rat)
+	for s, k := range counts {
+		r, err := gate.ParseReward(s)
+		if err != nil {
+			return nil, err
+		}
+		sum.Add(sum, r.Mul(r, new(big.Rat).SetInt64(k)))
+	}
+	return sum.Quo(sum, big.NewRat(int64(n), 1)), nil
+}
+
+// loadRows reads a gate-checked submission's rows. A submission with a claims
+// file (format 2) is read through it: the score comes from the claims column
+// and only the rows asked for are decoded, each checked against its claims
+// line (gate.OpenIndexedRows). Without one, every row is decoded.
+func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *LoadedTask) (submissionRows, error) {
 	art, err := bundle.Load(ctx, st, sub)
 	if err != nil {
-		return nil, err
+		return submissionRows{}, err
 	}
 	files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
 	if err != nil {
-		return nil, err
+		return submissionRows{}, err
 	}
 	fsys := bundle.TreeFS(files)
 	b, err := fs.ReadFile(fsys, gate.RolloutSubmissionFile)
 	if err != nil {
-		return nil, err
+		return submissionRows{}, err
 	}
 	meta, vs := gate.ParseRolloutSubmission(b)
 	if len(vs) > 0 {
-		return nil, fmt.Errorf("submission.json: %s", vs[0])
+		return submissionRows{}, fmt.Errorf("submission.json: %s", vs[0])
+	}
+	lim := gate.DefaultRolloutLimits()
+	lim.MaxRowBytes = task.Spec.MaxRowBytes
+	if meta.Claims != "" {
+		return indexedRows(fsys, meta, task, lim)
 	}
 	f, err := fsys.Open(meta.Rows)
 	if err != nil {
-		return nil, err
+		return submissionRows{}, err
 	}
 	defer f.Close()
-	lim := gate.DefaultRolloutLimits()
-	lim.MaxRowBytes = task.Spec.MaxRowBytes
 	out := make(map[string]row, task.Spec.Rows)
+	counts := map[string]int64{}
 	err = gate.ReadRows(f, lim, func(_ int, r gate.Row) error {
 		c, err := gate.ParseReward(r.RewardClaimed)
 		if err != nil {
 			return err
 		}
-		out[r.TaskID] = row{response: r.Response, claimed: c}
+		out[r.TaskID] = row{response: r.Response, claimed: c, claimedText: r.RewardClaimed}
+		counts[r.RewardClaimed]++
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return submissionRows{}, err
 	}
 	if len(out) != task.Spec.Rows {
-		return nil, fmt.Errorf("submission has %d rows, task has %d", len(out), task.Spec.Rows)
+		return submissionRows{}, fmt.Errorf("submission has %d rows, task has %d", len(out), task.Spec.Rows)
 	}
-	return out, nil
+	score, err := meanClaim(counts, len(out))
+	if err != nil {
+		return submissionRows{}, err
+	}
+	return submissionRows{n: len(out), score: score, get: func(id string) (row, *gate.RowError) { return out[id], nil }}, nil
+}
+
+// indexedRows reads a format-2 submission through its claims file.
+func indexedRows(fsys fs.FS, meta gate.RolloutSubmission, task *LoadedTask, lim gate.RolloutLimits) (submissionRows, error) {
+	rowsData, err := fs.ReadFile(fsys, meta.Rows)
+	if err != nil {
+		return submissionRows{}, err
+	}
+	claims, err := fs.ReadFile(fsys, meta.Claims)
+	if err != nil {
+		return submissionRows{}, err
+	}
+	x, vs := gate.OpenIndexedRows(rowsData, claims, meta.Rows, meta.Claims, task.IDs(), lim)
+	if len(vs) > 0 {
+		return submissionRows{}, fmt.Errorf("submission claims: %s", vs[0])
+	}
+	counts := map[string]int64{}
+	for _, c := range x.Claims {
+		counts[c.Reward]++
+	}
+	score, err := meanClaim(counts, x.Len())
+	if err != nil {
+		return submissionRows{}, err
+	}
+	get := func(id string) (row, *gate.RowError) {
+		r, c, rerr, _ := x.Row(id)
+		if rerr != nil {
+			return row{claimedText: c.Reward}, rerr
+		}
+		claimed, err := gate.ParseReward(c.Reward)
+		if err != nil { // ParseClaims accepted it: cannot happen
+			return row{claimedText: c.Reward}, &gate.RowError{Rule: gate.RuleBadReward, Detail: err.Error()}
+		}
+		return row{response: r.Response, claimed: claimed, claimedText: c.Reward}, nil
+	}
+	return submissionRows{n: x.Len(), score: score, get: get}, nil
 }
