@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/feval/feval/cas"
 	"github.com/opencontainers/go-digest"
@@ -332,13 +333,14 @@ func OpenPayload(ctx context.Context, s cas.Store, layer ocispec.Descriptor) (io
 	switch layer.MediaType {
 	case MediaTypeFile:
 	case MediaTypeTree:
-		zr, err := NewZstdReader(rc)
+		zr, err := getZstdReader(rc)
 		if err != nil {
 			rc.Close()
 			return nil, err
 		}
 		r = zr
-		closeFn = func() error { zr.Close(); return rc.Close() }
+		var once sync.Once // a second Close must not pool the decoder twice
+		closeFn = func() error { once.Do(func() { putZstdReader(zr) }); return rc.Close() }
 	default:
 		rc.Close()
 		return nil, fmt.Errorf("layer %s has media type %q: %w", layer.Digest, layer.MediaType, ErrNotArtifact)

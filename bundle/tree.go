@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing/fstest"
 
 	"github.com/feval/feval/cas"
@@ -52,6 +53,32 @@ func NewZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 // NewZstdReader returns a decoder bounded to a 64 MiB window.
 func NewZstdReader(r io.Reader) (*zstd.Decoder, error) {
 	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(64<<20), zstd.WithDecoderMaxMemory(1<<30))
+}
+
+// zstdReaders keeps decoders for reuse: a new decoder allocates its history
+// buffers (about 10 MB for a tree of a few MB), which is most of what reading
+// a small tree costs.
+var zstdReaders sync.Pool
+
+// getZstdReader is NewZstdReader from the pool; give the decoder back with
+// putZstdReader once it is no longer read (never Close it).
+func getZstdReader(r io.Reader) (*zstd.Decoder, error) {
+	if zr, ok := zstdReaders.Get().(*zstd.Decoder); ok {
+		if err := zr.Reset(r); err == nil {
+			return zr, nil
+		}
+		zr.Close()
+	}
+	return NewZstdReader(r)
+}
+
+// putZstdReader releases the decoder's input and returns it to the pool.
+func putZstdReader(zr *zstd.Decoder) {
+	if err := zr.Reset(nil); err != nil {
+		zr.Close()
+		return
+	}
+	zstdReaders.Put(zr)
 }
 
 // WriteTar writes the directory root as a normalised tar stream: entries in
