@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
+.PHONY: all build tools test demo bench bench-scale bench-audit lint fuzz clean debian-deps node-deps fixture-upstream
 
 all: build
 
@@ -88,6 +88,15 @@ $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-ups
 
 bench: build tools debian-deps
 	./scripts/bench.sh
+
+# A round at scale (256 miners, 16 validators, 10k and 100k rows); not part
+# of bench or test: it takes minutes and a few GB of disk.
+bench-scale:
+	./scripts/bench-scale.sh
+
+# feval evaluate against feval evaluate --full as whole processes.
+bench-audit: build $(BIN)/genrollouts
+	./scripts/bench-audit.sh
 
 fuzz:
 	./scripts/fuzz.sh
