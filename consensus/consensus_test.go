@@ -464,7 +464,7 @@ func TestRunReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	subj := round.desc
-	fd, err := bundle.WriteSigned(w.ctx, w.st, auditor, bundle.Artifact{Kind: KindConsensus, Record: forged, Subject: &subj})
+	fd, err := writeRecord(w.ctx, w.st, auditor, forged, subj, "")
 	if err != nil {
 		t.Fatal(err)
 	}

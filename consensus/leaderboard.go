@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/feval/feval/cas"
-	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
 	"github.com/opencontainers/go-digest"
 )
@@ -88,8 +87,8 @@ func Leaderboard(ctx context.Context, l *cas.Layout, req BoardRequest) (Board, e
 		if err != nil {
 			return Board{}, fmt.Errorf("consensus %s: %w", req.Consensus, err)
 		}
-		var rec Record
-		if _, err := protocol.LoadAs(ctx, l, desc, KindConsensus, &rec); err != nil {
+		_, rec, err := LoadRecord(ctx, l, desc)
+		if err != nil {
 			return Board{}, fmt.Errorf("consensus %s: %w", req.Consensus, err)
 		}
 		if rec.Inputs.Round != round.desc.Digest {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
-	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/replay"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -54,8 +53,7 @@ func Replay(ctx context.Context, st cas.Store, d digest.Digest, trusted []*bundl
 	if err != nil {
 		return res, fmt.Errorf("consensus %s: %w", d, err)
 	}
-	var recorded Record
-	art, err := protocol.LoadAs(ctx, st, desc, KindConsensus, &recorded)
+	art, recorded, err := LoadRecord(ctx, st, desc)
 	if err != nil {
 		return res, fmt.Errorf("consensus %s: %w: %v", d, bundle.ErrVerify, err)
 	}
@@ -96,8 +94,7 @@ func Replay(ctx context.Context, st cas.Store, d digest.Digest, trusted []*bundl
 		return res, err
 	}
 	subject := round.desc
-	enc, err := bundle.Encode(bundle.Artifact{Kind: KindConsensus, Record: regen, Subject: &subject,
-		Created: art.Manifest.Annotations[ocispec.AnnotationCreated]})
+	enc, err := encodeRecord(regen, subject, art.Manifest.Annotations[ocispec.AnnotationCreated])
 	if err != nil {
 		return res, err
 	}
@@ -107,7 +104,16 @@ func Replay(ctx context.Context, st cas.Store, d digest.Digest, trusted []*bundl
 		return res, nil
 	}
 	res.Outcome = replay.Differs
-	res.Diffs = replay.DiffJSON(art.Record, enc.Record)
+	// Compare the whole records, votes included, not only the record layers.
+	recordedJSON, err := bundle.Canonical(recorded)
+	if err != nil {
+		return res, err
+	}
+	regenJSON, err := bundle.Canonical(regen)
+	if err != nil {
+		return res, err
+	}
+	res.Diffs = replay.DiffJSON(recordedJSON, regenJSON)
 	if len(res.Diffs) == 0 {
 		res.Diffs = []replay.Diff{{Path: "(manifest)", Recorded: desc.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
 	}

@@ -110,7 +110,7 @@ func Run(ctx context.Context, l *cas.Layout, s *bundle.Signer, opts Options) (Ou
 		return Outcome{}, err
 	}
 	subject := ri.desc
-	out.Artifact, err = bundle.WriteSigned(ctx, l, s, bundle.Artifact{Kind: KindConsensus, Record: out.Record, Subject: &subject, Created: opts.Created})
+	out.Artifact, err = writeRecord(ctx, l, s, out.Record, subject, opts.Created)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -263,8 +263,8 @@ func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, consensus ocispec.
 	if _, err := cas.Copy(ctx, src, l, consensus, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 		return fmt.Errorf("fetching consensus: %w", err)
 	}
-	var rec Record
-	if _, err := protocol.LoadAs(ctx, l, consensus, KindConsensus, &rec); err != nil {
+	_, rec, err := LoadRecord(ctx, l, consensus)
+	if err != nil {
 		return fmt.Errorf("fetching consensus: %w", err)
 	}
 	want := []digest.Digest{rec.Inputs.Stakes, rec.Inputs.Rules}

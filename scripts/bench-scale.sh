@@ -9,7 +9,7 @@ SIZES="${SCALE_SIZES:-64:10000:16 128:10000:16 256:10000:16 16:100000:16 64:1000
 out=$(mktemp)
 trap 'rm -f "$out" "$out.bin"' EXIT
 go test -c -o "$out.bin" ./bench/scale/
-echo "| miners | rows per submission | validators | commit and reveal: wall / peak RSS | evaluate, one validator | other validators' verdicts | consensus | store: submissions | store: all | consensus record bytes | load average |"
+echo "| miners | rows per submission | validators | commit and reveal: wall / peak RSS | evaluate, one validator | other validators' verdicts | consensus | store: submissions | store: all | consensus record layer / votes payload, bytes | load average |"
 echo "|---:|---:|---:|---|---|---|---|---:|---:|---:|---|"
 for s in $SIZES; do
   IFS=: read -r m r v <<<"$s"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -19,6 +20,7 @@ func recordCommand(a *appEnv) *cli.Command {
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "kind", Usage: "artifact kind; required"},
 			&cli.StringFlag{Name: "subject", Usage: "digest, prefix or tag of the artifact this record is about"},
+			&cli.StringSliceFlag{Name: "layer", Usage: "attach FILE as a raw payload layer titled with its base name (repeatable, in order)"},
 		}, st.Flags(), k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -59,6 +61,17 @@ func recordCommand(a *appEnv) *cli.Command {
 					return fmt.Errorf("--subject: %w", err)
 				}
 				art.Subject = &d
+			}
+			for _, name := range c.StringSlice("layer") {
+				b, err := os.ReadFile(name)
+				if err != nil {
+					return usagef("--layer: %v", err)
+				}
+				layer, err := bundle.PushData(c.Context, l, filepath.Base(name), b)
+				if err != nil {
+					return err
+				}
+				art.Layers = append(art.Layers, layer)
 			}
 			desc, err := bundle.WriteSigned(c.Context, l, s, art)
 			if err != nil {
