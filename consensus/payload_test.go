@@ -69,7 +69,12 @@ func TestRecordPayload(t *testing.T) {
 	}{
 		"payload is other votes": {head, other},
 		"counts differ":          {func() signedRecord { h := head; h.Votes.Counted++; return h }(), votes},
-		"not canonical":          {func() signedRecord { h := head; b := append(votes, ' '); h.Votes.Digest, h.Votes.Size = digest.FromBytes(b), int64(len(b)); return h }(), append(votes, ' ')},
+		"not canonical": {func() signedRecord {
+			h := head
+			b := append(votes, ' ')
+			h.Votes.Digest, h.Votes.Size = digest.FromBytes(b), int64(len(b))
+			return h
+		}(), append(votes, ' ')},
 	} {
 		t.Run(name, func(t *testing.T) {
 			layer, err := bundle.PushData(w.ctx, w.st, VotesFile, c.layer)
