@@ -2,11 +2,14 @@ package scoring
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math/big"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // AuditSeedDomain is the domain tag of the audit seed.
@@ -35,7 +38,11 @@ func AuditSeed(beaconSource, beaconValue, commitment, submission string) [32]byt
 // rank order (ties, which need a hash collision, by id). It depends on the set of
 // ids only, never on their order. n larger than len(ids) selects all.
 func SampleRows(seed [32]byte, ids []string, n int) []string {
+	// Ranks compare by the first 8 bytes of the hash as an integer first (the
+	// same order as bytes.Compare, much cheaper), and only the n smallest are
+	// kept in order: partial selection, then a sort of those alone.
 	type ranked struct {
+		hi  uint64
 		key [32]byte
 		id  string
 	}
@@ -43,22 +50,67 @@ func SampleRows(seed [32]byte, ids []string, n int) []string {
 	buf := make([]byte, 0, 64)
 	for i, id := range ids {
 		buf = append(append(buf[:0], seed[:]...), id...)
-		rs[i] = ranked{sha256.Sum256(buf), id}
+		k := sha256.Sum256(buf)
+		rs[i] = ranked{binary.BigEndian.Uint64(k[:8]), k, id}
 	}
-	sort.Slice(rs, func(i, j int) bool {
-		if c := bytes.Compare(rs[i].key[:], rs[j].key[:]); c != 0 {
-			return c < 0
+	compare := func(a, b *ranked) int {
+		if a.hi != b.hi {
+			return cmp.Compare(a.hi, b.hi)
 		}
-		return rs[i].id < rs[j].id
-	})
+		if c := bytes.Compare(a.key[:], b.key[:]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	}
 	if n > len(rs) {
 		n = len(rs)
 	}
+	if n < len(rs)/4 {
+		selectSmallest(rs, n, func(i, j int) int { return compare(&rs[i], &rs[j]) })
+		rs = rs[:n]
+	}
+	slices.SortFunc(rs, func(a, b ranked) int { return compare(&a, &b) })
 	out := make([]string, n)
 	for i := range out {
 		out[i] = rs[i].id
 	}
 	return out
+}
+
+// selectSmallest reorders xs so that its n smallest elements under compare
+// (a total order on indices) come first, in any order (Hoare's quickselect,
+// pivot the median of three).
+func selectSmallest[T any](xs []T, n int, compare func(i, j int) int) {
+	lo, hi := 0, len(xs)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// Median of three into xs[hi] as the pivot.
+		if compare(mid, lo) < 0 {
+			xs[mid], xs[lo] = xs[lo], xs[mid]
+		}
+		if compare(hi, lo) < 0 {
+			xs[hi], xs[lo] = xs[lo], xs[hi]
+		}
+		if compare(mid, hi) < 0 {
+			xs[mid], xs[hi] = xs[hi], xs[mid]
+		}
+		p := lo
+		for i := lo; i < hi; i++ {
+			if compare(i, hi) < 0 {
+				xs[i], xs[p] = xs[p], xs[i]
+				p++
+			}
+		}
+		xs[p], xs[hi] = xs[hi], xs[p]
+		switch {
+		case p == n || p == n-1:
+			return
+		case p < n:
+			lo = p + 1
+		default:
+			hi = p - 1
+		}
+	}
 }
 
 // SeedHex is the seed as lower-case hex, as verdicts record it.
