@@ -3,6 +3,8 @@
 package cas
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -36,4 +38,46 @@ func lockExclusive(path string) (func(), error) {
 // follow the same read-merge-replace discipline as index.json.
 func (l *Layout) LockExclusive() (func(), error) {
 	return lockExclusive(l.root + "/" + lockFile)
+}
+
+// createTemp creates a ".ingest-*" temporary file in dir and holds an exclusive
+// flock on it for as long as it is open. The kernel drops the lock when the
+// writer exits, however it exits, so removeIfAbandoned can tell a file a live
+// command is writing from one a killed command left behind.
+func createTemp(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, ".ingest-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeIfAbandoned removes the temporary file path unless a live process holds
+// its lock; it reports whether it removed it.
+func removeIfAbandoned(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		// Not something feval could have locked (a link, a FIFO we may not
+		// open): it is no write in progress.
+		return true, os.Remove(path)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
 }
