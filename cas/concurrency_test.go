@@ -3,9 +3,9 @@ package cas_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
