@@ -142,14 +142,15 @@ func readIndex(root string) (*ocispec.Index, error) {
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("%s/index.json is damaged (%v); run 'feval fsck --repair': %w", root, err, ErrDamagedIndex)
+		return nil, fmt.Errorf("%s/index.json is damaged (%v): %w", root, err, ErrDamagedIndex)
 	}
 	return &idx, nil
 }
 
-// ErrDamagedIndex reports an index.json that does not decode. 'feval fsck
-// --repair' rebuilds it from the blobs.
-var ErrDamagedIndex = fmt.Errorf("damaged store index: %w", ErrInvalid)
+// ErrDamagedIndex reports an index.json that does not decode, which leaves the
+// store unusable (it matches ErrNoStore) until 'feval fsck --repair' rebuilds
+// the index from the blobs.
+var ErrDamagedIndex error = &errWithMsg{msg: "run 'feval fsck' to check the store and 'feval fsck --repair' to rebuild its index", err: ErrNoStore}
 
 // splitIndex separates index.json into manifests and tags, skipping (and
 // returning) entries that are not valid manifest descriptors.
@@ -163,7 +164,7 @@ func splitIndex(idx *ocispec.Index) (map[digest.Digest]ocispec.Descriptor, map[s
 			err = fmt.Errorf("media type %q is not a manifest: %w", d.MediaType, ErrInvalid)
 		}
 		if err == nil && d.Size > MaxManifestSize {
-			err = fmt.Errorf("%s: %d bytes: %w", d.Digest, d.Size, ErrTooLarge)
+			err = fmt.Errorf("manifest %s of %d bytes is over the %d byte limit: %w", d.Digest, d.Size, MaxManifestSize, ErrInvalid)
 		}
 		if err != nil {
 			bad = append(bad, BadEntry{Location: fmt.Sprintf("%s manifests[%d]", indexFile, i), Err: err})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
@@ -286,10 +287,55 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 		return err
 	}
 	r.cacheManifest(desc.Digest, b)
-	if node.Subject != nil {
-		return r.readBack(ctx, *node.Subject, desc)
+	if node.Subject == nil {
+		return nil
+	}
+	if err := r.readBack(ctx, *node.Subject, desc); err != nil {
+		return err
+	}
+	if ref != desc.Digest.String() {
+		d := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: node.ArtifactType}
+		r.updateFallbackIndex(ctx, node.Subject.Digest, d)
 	}
 	return nil
+}
+
+// updateFallbackIndex adds d to the OCI fallback referrers index of subject (tag
+// "sha256-<hex>"), through which other tools (oras discover, cosign) find
+// referrers on registries without the Referrers API. The index is a courtesy to
+// them: it is rewritten read-modify-write, so concurrent pushers can still drop
+// each other's entries from it, and feval never relies on it. Failures are
+// ignored for the same reason.
+func (r *Remote) updateFallbackIndex(ctx context.Context, subject digest.Digest, d ocispec.Descriptor) {
+	tag := strings.TrimSuffix(referrerTagPrefix(subject), ".")
+	for range 3 {
+		idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex}
+		_, b, err := r.fetchTagged(ctx, tag)
+		switch {
+		case err == nil:
+			if json.Unmarshal(b, &idx) != nil {
+				return // not an index feval may rewrite
+			}
+		case !errors.Is(err, ErrNotFound):
+			return
+		}
+		for _, m := range idx.Manifests {
+			if m.Digest == d.Digest {
+				return
+			}
+		}
+		idx.Manifests = append(idx.Manifests, d)
+		nb, err := json.Marshal(idx)
+		if err != nil || len(nb) > MaxManifestSize {
+			return
+		}
+		nd := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageIndex, Digest: digest.FromBytes(nb), Size: int64(len(nb))}
+		if r.repo.Manifests().PushReference(ctx, nd, bytes.NewReader(nb), tag) != nil {
+			return
+		}
+		// Loop: read the index back, and add d again if a concurrent writer
+		// replaced the index without it.
+	}
 }
 
 // ErrNotDiscoverable reports a referrer that was pushed but that the registry

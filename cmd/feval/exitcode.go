@@ -61,11 +61,11 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate):
 		return exitRejected
-	case errors.Is(err, cas.ErrUnreachable):
+	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
-		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted):
+		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted), errors.Is(err, cas.ErrInvalid):
 		return exitVerify
 	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey),
 		errors.Is(err, protocol.ErrUnknownCommitment):
