@@ -109,6 +109,9 @@ func fsck(ctx context.Context, l *Layout, indexErr error, opts FsckOptions) (Fsc
 		rep.Findings = append(rep.Findings, Finding{Kind: FindingDamagedIndex, Path: indexFile, Detail: indexErr.Error()})
 	}
 	for _, b := range l.BadEntries() {
+		if !strings.HasPrefix(b.Location, indexFile) {
+			continue // a manifest: the walk below reports it
+		}
 		rep.Findings = append(rep.Findings, Finding{Kind: FindingInvalidEntry, Path: b.Location, Detail: b.Err.Error()})
 	}
 	bad := map[digest.Digest]FindingKind{}
