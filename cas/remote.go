@@ -24,7 +24,6 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/errcode"
-	orasretry "oras.land/oras-go/v2/registry/remote/retry"
 )
 
 // Remote is a Store in one repository of an OCI registry.
@@ -93,14 +92,17 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 		idle = DefaultIdleTimeout
 	}
 	client := &auth.Client{
-		Client: &http.Client{Transport: orasretry.NewTransport(&http.Transport{
+		// No retrying transport: Remote retries whole idempotent steps (see
+		// retry), which also covers streamed uploads and failures mid-body, and
+		// two layers of retries would multiply the time a dead registry takes.
+		Client: &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           idleDialer(idle),
 			TLSHandshakeTimeout:   idle,
 			ResponseHeaderTimeout: 2 * idle,
 			IdleConnTimeout:       90 * time.Second,
 			MaxIdleConnsPerHost:   8,
-		})},
+		}},
 		Cache: auth.NewCache(),
 	}
 	if err == nil {

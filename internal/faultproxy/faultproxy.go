@@ -194,7 +194,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(d):
 		}
 	}
-	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	if r.Method != http.MethodHead {
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(body)
 }
