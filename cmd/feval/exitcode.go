@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/feval/feval/bundle"
@@ -61,13 +62,15 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate):
 		return exitRejected
+	case errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry):
+		return exitUsage
 	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
 		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted), errors.Is(err, cas.ErrInvalid):
 		return exitVerify
-	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey),
+	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey), errors.Is(err, fs.ErrNotExist),
 		errors.Is(err, protocol.ErrUnknownCommitment):
 		return exitNotFound
 	}

@@ -74,8 +74,11 @@ func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {
 		return nil, err
 	}
 	s, err := bundle.LoadSigner(pemBytes, pw)
-	if err != nil {
+	if errors.Is(err, bundle.ErrBadPassword) {
 		return nil, fmt.Errorf("%s: %w (check FEVAL_PASSWORD)", o.Path, err)
+	}
+	if err != nil {
+		return nil, usagef("%s is not a usable private key, it is damaged or truncated (%v): restore it from a backup or create a new one with 'feval key generate'", o.Path, err)
 	}
 	return s, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,5 +193,48 @@ func TestHostileStoreCommands(t *testing.T) {
 	mustCLI(t, "push", sub, reg.Addr+"/hostile/a:v1")
 	if code, _, errs := feval(t, "push", noConfig, reg.Addr+"/hostile/b:v1"); code != exitVerify {
 		t.Fatalf("push of a manifest without config: exit %d, want 4: %s", code, errs)
+	}
+}
+
+// TestExitCodeClasses checks the exit code table for the inputs operators got
+// wrong codes for: a missing path, special files in a tree, a damaged key file,
+// and an artifact of the wrong kind.
+func TestExitCodeClasses(t *testing.T) {
+	reliabilityEnv(t)
+	dir := t.TempDir()
+	wantExit(t, exitNotFound, "pack", "--kind", "submission", filepath.Join(dir, "missing"))
+
+	tree := filepath.Join(dir, "tree")
+	os.MkdirAll(tree, 0o755)
+	os.WriteFile(filepath.Join(tree, "a.txt"), []byte("a"), 0o644)
+	link := filepath.Join(tree, "link")
+	os.Symlink("/etc/passwd", link)
+	if errs := wantExit(t, exitUsage, "pack", "--kind", "submission", tree); !strings.Contains(errs, "link") {
+		t.Fatalf("the error does not name the link: %s", errs)
+	}
+	os.Remove(link)
+	fifo := filepath.Join(tree, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if errs := wantExit(t, exitUsage, "pack", "--kind", "submission", tree); !strings.Contains(errs, "fifo") {
+		t.Fatalf("the error does not name the FIFO: %s", errs)
+	}
+	os.Remove(fifo)
+
+	key, _ := os.ReadFile(os.Getenv("FEVAL_KEY"))
+	truncated := filepath.Join(dir, "truncated.key")
+	os.WriteFile(truncated, key[:len(key)/2], 0o600)
+	t.Setenv("FEVAL_KEY", truncated)
+	errs := wantExit(t, exitUsage, "pack", "--kind", "submission", tree)
+	if strings.Contains(errs, "PASSWORD") || strings.Contains(errs, "password") || !strings.Contains(errs, "damaged or truncated") {
+		t.Fatalf("a truncated key is reported as: %s", errs)
+	}
+	t.Setenv("FEVAL_KEY", filepath.Join(filepath.Dir(os.Getenv("FEVAL_STORE")), "keys", "me.key"))
+
+	mustCLI(t, "pack", "--kind", "trace", "--tag", "tr", tree)
+	errs = wantExit(t, exitUsage, "commit", "--round", "tr", "tr")
+	if !strings.Contains(errs, "is a trace, not a round") {
+		t.Fatalf("the wrong-kind error does not name both kinds: %s", errs)
 	}
 }
