@@ -201,3 +201,31 @@ func FuzzLayoutReader(f *testing.F) {
 		}
 	})
 }
+
+// TestDamagedReferrerIsLocal damages a signature of one artifact: lookups of
+// that artifact's referrers report it, lookups of another artifact do not fail.
+func TestDamagedReferrerIsLocal(t *testing.T) {
+	ctx := context.Background()
+	l := newLayout(t)
+	a := artifact(t, l, "application/vnd.test", "a", nil)
+	b := artifact(t, l, "application/vnd.test", "b", nil)
+	sigA := artifact(t, l, "application/vnd.test.sig", "sig of a", &a)
+	artifact(t, l, "application/vnd.test.sig", "sig of b", &b)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(l.BlobPath(sigA.Digest))
+	i := strings.Index(string(raw), `"layers"`)
+	raw[i+2] ^= 0x01 // inside a key: the JSON still claims subject a
+	os.WriteFile(l.BlobPath(sigA.Digest), raw, 0o644)
+	fresh, err := cas.OpenLayout(l.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs, err := fresh.Referrers(ctx, b, ""); err != nil || len(refs) != 1 {
+		t.Fatalf("referrers of b next to a damaged signature of a: %v, %v", refs, err)
+	}
+	if _, err := fresh.Referrers(ctx, a, ""); !errors.Is(err, cas.ErrDigestMismatch) || !strings.Contains(err.Error(), sigA.Digest.String()) {
+		t.Fatalf("referrers of a = %v, want the damaged signature named", err)
+	}
+}

@@ -46,6 +46,7 @@ type Layout struct {
 	subjects map[digest.Digest][]ocispec.Descriptor
 	scanned  map[digest.Digest]bool // manifests whose subject is in subjects
 	bad      []BadEntry             // index.json entries and manifests skipped as invalid
+	damaged  map[string][]error     // damaged manifests by the subject their bytes claim
 }
 
 // BadEntry is an entry of a store that was skipped because it is invalid, with
@@ -420,10 +421,17 @@ func (l *Layout) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 				continue // fsck reports it
 			}
 			if isDamage(err) {
-				// A damaged or hostile manifest is skipped, not fatal: it does not
-				// stop commands about other artifacts, and fsck reports it.
+				// A damaged or hostile manifest does not stop commands about other
+				// artifacts: it is recorded for fsck and reported only to lookups
+				// of the subject its (unverified) bytes claim, if any.
 				l.scanned[m.Digest] = true
 				l.bad = append(l.bad, BadEntry{Location: filepath.Join(blobsDir, "sha256", m.Digest.Encoded()), Err: err})
+				if claimed := l.claimedSubject(m); claimed != "" {
+					if l.damaged == nil {
+						l.damaged = map[string][]error{}
+					}
+					l.damaged[claimed] = append(l.damaged[claimed], fmt.Errorf("referrer %s: %w", m.Digest, err))
+				}
 				continue
 			}
 			return nil, err
@@ -435,6 +443,9 @@ func (l *Layout) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 		d := m
 		d.ArtifactType = node.ArtifactType
 		l.subjects[node.Subject.Digest] = append(l.subjects[node.Subject.Digest], d)
+	}
+	if errs := l.damaged[subject.Digest.String()]; len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	var out []ocispec.Descriptor
 	for _, d := range l.subjects[subject.Digest] {
@@ -644,4 +655,27 @@ func (c *countWriter) Write(p []byte) (int, error) {
 func isDamage(err error) bool {
 	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch) ||
 		errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadReference)
+}
+
+// claimedSubject returns the subject digest a manifest's bytes claim, read
+// without verification (bounded, regular files only), or "".
+func (l *Layout) claimedSubject(m ocispec.Descriptor) string {
+	f, err := openRegular(l.blobPath(m.Digest))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxManifestSize))
+	if err != nil {
+		return ""
+	}
+	var probe struct {
+		Subject *struct {
+			Digest string `json:"digest"`
+		} `json:"subject"`
+	}
+	if json.Unmarshal(b, &probe) != nil || probe.Subject == nil {
+		return ""
+	}
+	return probe.Subject.Digest
 }
