@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feval/feval/fixtures/rollouts"
 	"github.com/feval/feval/internal/testenv"
 )
 
@@ -399,3 +400,53 @@ class SGD(Optimizer):
                     p.add_(p.grad, alpha=-group["lr"])
         return None
 `
+
+// TestReliabilityKillEvaluate kills a validator's evaluate --to: its store stays
+// sound, and an evaluation run to the end afterwards succeeds and pushes a
+// verdict that verifies.
+func TestReliabilityKillEvaluate(t *testing.T) {
+	s := newSuite(t)
+	repo := s.reg.Addr + "/comp/r1"
+	fx := filepath.Join(s.dir, "fx")
+	g := rollouts.Generate([]byte(rollouts.ReferenceSeed), 20, 20)
+	if err := rollouts.WriteTask(filepath.Join(fx, "task"), g.Spec, g.Items); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollouts.WriteMiners(filepath.Join(fx, "miners"), g, []byte(rollouts.ReferenceMinerSeed)); err != nil {
+		t.Fatal(err)
+	}
+	task := strings.TrimSpace(mustProc(t, s.env, "task", "create", "--protocol", "rollouts", "--tag", "task", filepath.Join(fx, "task")))
+	round := strings.TrimSpace(mustProc(t, s.env, "round", "open", "--task", "task", "--commit-until", "2099-01-01T00:00:00Z", "--reveal-until", "2099-01-02T00:00:00Z", "--tag", "r1"))
+	mustProc(t, s.env, "push", "r1", repo+":round")
+
+	miner := with(s.env, "FEVAL_STORE", filepath.Join(s.dir, "miner"), "FEVAL_KEY", filepath.Join(s.dir, "keys", "miner.key"))
+	mustProc(t, miner, "init")
+	mustProc(t, miner, "key", "generate")
+	mustProc(t, miner, "pull", "--tag", "r1", repo+":round")
+	commit := strings.TrimSpace(mustProc(t, miner, "commit", "--round", "r1", "--to", repo, filepath.Join(fx, "miners", "honest")))
+
+	val := with(s.env, "FEVAL_STORE", filepath.Join(s.dir, "validator"), "FEVAL_KEY", filepath.Join(s.dir, "keys", "validator.key"))
+	mustProc(t, val, "init")
+	mustProc(t, val, "key", "generate")
+	mustProc(t, val, "reveals", "--round", round, "--from", repo, "--now", "2098-12-31T18:00:00Z")
+	reveal := strings.TrimSpace(mustProc(t, miner, "reveal", "--to", repo, commit))
+
+	args := []string{"evaluate", "--full", "--task", task, "--from", repo, "--to", repo, "--now", "2099-01-01T06:00:00Z", "--beacon", "b1", "--beacon-source", "drand:test:1", reveal}
+	max := timed(t, val, args...)
+	killed := 0
+	for i := 0; killed < kills; i++ {
+		if i > 20*kills {
+			t.Fatalf("only %d of %d kills landed", killed, kills)
+		}
+		if !killer(t, max, val, args...) {
+			continue
+		}
+		killed++
+		storeSound(t, val)
+	}
+	verdict := strings.TrimSpace(mustProc(t, val, args...))
+	if verdict == "" {
+		t.Fatal("evaluate printed no verdict")
+	}
+	t.Logf("evaluate: %d kills survived", killed)
+}
