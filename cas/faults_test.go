@@ -98,9 +98,12 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 					t.Fatalf("pulled store: %v %v", rep.Findings, err)
 				}
 			}
-			if _, counts := p.Counts(); counts[fault] == 0 {
+			total, counts := p.Counts()
+			if counts[fault] == 0 {
 				t.Fatalf("no %s fault was injected", fault)
 			}
+			t.Logf("%s: %d pushes and %d pulls completed intact through %d requests, %d of them failed by the proxy",
+				fault, rounds(1, 10), rounds(1, 10), total, counts[fault])
 		})
 	}
 }
