@@ -76,7 +76,7 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 		t.Run(string(fault), func(t *testing.T) {
 			t.Parallel()
 			p := startProxy(t, reg, faultproxy.Config{Faults: []faultproxy.Fault{fault}, Percent: 20, Seed: uint64(i + 1), StallFor: time.Minute})
-			opts := cas.RemoteOptions{IdleTimeout: 300 * time.Millisecond}
+			opts := cas.RemoteOptions{IdleTimeout: time.Second}
 			for round := range rounds(1, 10) {
 				src, root := signedGraph(t)
 				repo := fmt.Sprintf("faults/%s%d", fault, round)

@@ -38,8 +38,11 @@ func (c *idleConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
+// Write also pushes the read deadline forward: the HTTP transport keeps a Read
+// pending on every pooled connection, started when the connection fell idle, and
+// a request written now must get the whole idle period for its answer.
 func (c *idleConn) Write(b []byte) (int, error) {
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+	if err := c.Conn.SetDeadline(time.Now().Add(c.idle)); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(b)
@@ -62,8 +65,11 @@ func idleDialer(idle time.Duration) func(ctx context.Context, network, addr stri
 // a dropped or stalled connection, a short body, a server error or a rate limit.
 // Verification failures (a wrong digest or size) are never transient: they are
 // reported, not papered over.
+//
+// A timeout is transient: retry stops on its own when the operation's context
+// (which carries the overall deadline) is done.
 func transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+	if err == nil || errors.Is(err, context.Canceled) ||
 		errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch) || errors.Is(err, ErrBadReference) ||
 		errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
 		return false
@@ -75,7 +81,7 @@ func transient(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, ErrRegistry) || errors.Is(err, ErrUnreachable)
+		errors.Is(err, ErrRegistry) || errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Retry policy for idempotent registry steps (a whole blob upload, a manifest
@@ -94,7 +100,7 @@ func retry(ctx context.Context, op func() error) error {
 	wait := retryBase
 	for attempt := 1; ; attempt++ {
 		err = op()
-		if !transient(err) || attempt == retryAttempts {
+		if !transient(err) || attempt == retryAttempts || ctx.Err() != nil {
 			return err
 		}
 		d := wait/2 + rand.N(wait/2+1)
@@ -128,8 +134,8 @@ func (n *netReader) Close() error { return n.rc.Close() }
 func describeNetErr(err error) string {
 	var ne net.Error
 	switch {
-	case errors.As(err, &ne) && ne.Timeout():
-		return "no progress within the idle timeout"
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "timed out: no progress within the idle timeout, or the deadline passed; retry later or allow more time"
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset"
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):

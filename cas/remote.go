@@ -100,8 +100,9 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 			DialContext:           idleDialer(idle),
 			TLSHandshakeTimeout:   idle,
 			ResponseHeaderTimeout: 2 * idle,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConnsPerHost:   8,
+			// Close pooled connections before their pending read times out.
+			IdleConnTimeout:     idle / 2,
+			MaxIdleConnsPerHost: 8,
 		}},
 		Cache: auth.NewCache(),
 	}
@@ -704,8 +705,6 @@ func (r *Remote) wrap(what string, err error) error {
 	case errors.Is(err, ErrRegistry), errors.Is(err, ErrUnreachable), errors.Is(err, ErrDigestMismatch),
 		errors.Is(err, ErrSizeMismatch), errors.Is(err, ErrInvalid), errors.Is(err, ErrTooLarge):
 		return err
-	case errors.Is(err, context.DeadlineExceeded):
-		return registryErr("%s: %s: the deadline passed before the registry answered; retry later or raise the timeout", err, r.Name(), what)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.As(err, &dnsErr), errors.As(err, &opErr) && opErr.Op == "dial":
