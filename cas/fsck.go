@@ -232,7 +232,11 @@ func fsck(ctx context.Context, l *Layout, indexErr error, opts FsckOptions) (Fsc
 	var live []string
 	for _, t := range temps {
 		if !opts.Repair {
-			rep.Findings = append(rep.Findings, Finding{Kind: FindingTempFile, Path: relTo(l.root, t), Detail: "left by an interrupted write; 'feval fsck --repair' removes it"})
+			// An .ingest-* file whose writer holds its lock is a write in
+			// progress, not damage.
+			if filepath.Dir(t) == l.root || abandoned(t) {
+				rep.Findings = append(rep.Findings, Finding{Kind: FindingTempFile, Path: relTo(l.root, t), Detail: "left by an interrupted write; 'feval fsck --repair' removes it"})
+			}
 			continue
 		}
 		var removed bool

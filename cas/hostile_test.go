@@ -229,3 +229,39 @@ func TestDamagedReferrerIsLocal(t *testing.T) {
 		t.Fatalf("referrers of a = %v, want the damaged signature named", err)
 	}
 }
+
+// TestTemporaryFiles leaves one temporary file as a killed writer would and holds
+// the lock of another as a live writer does: fsck lists only the first, and
+// --repair removes only the first.
+func TestTemporaryFiles(t *testing.T) {
+	ctx := context.Background()
+	l := newLayout(t)
+	dir := filepath.Dir(l.BlobPath(digest.FromString("")))
+	dead := filepath.Join(dir, ".ingest-dead")
+	os.WriteFile(dead, []byte("partial"), 0o644)
+	live, err := os.Create(filepath.Join(dir, ".ingest-live"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := syscall.Flock(int(live.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := cas.FsckStore(ctx, l.Root(), cas.FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != cas.FindingTempFile || !strings.HasSuffix(rep.Findings[0].Path, ".ingest-dead") {
+		t.Fatalf("fsck findings %v: want only the abandoned temporary file", rep.Findings)
+	}
+	rep, err = cas.FsckStore(ctx, l.Root(), cas.FsckOptions{Repair: true})
+	if err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("fsck --repair: %v, %v", rep.Findings, err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Fatal("the abandoned temporary file is still there")
+	}
+	if _, err := os.Stat(live.Name()); err != nil {
+		t.Fatal("fsck --repair removed a file a live writer holds")
+	}
+}
