@@ -177,3 +177,28 @@ func listTags(t *testing.T, addr, repo string) []string {
 	}
 	return list.Tags
 }
+
+// TestReferrerFirstIntoNewRepository pushes a referrer before anything else into
+// a fresh repository of a registry with the Referrers API (as Copy does: a
+// signature before its subject): the API is detected and no referrer tag is
+// written.
+func TestReferrerFirstIntoNewRepository(t *testing.T) {
+	srv := httptest.NewServer(ggcr.New(ggcr.WithReferrersSupport(true), ggcr.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	src := newLayout(t)
+	root := artifact(t, src, "application/vnd.test.root", "root", nil)
+	artifact(t, src, "application/vnd.test.sig", "sig", &root)
+	if _, err := cas.Copy(context.Background(), src, openRemote(t, addr, "fresh/repo"), root, cas.CopyOptions{Referrers: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range listTags(t, addr, "fresh/repo") {
+		if strings.HasPrefix(tag, "sha256-") {
+			t.Fatalf("referrer tag %s written to a registry with the Referrers API", tag)
+		}
+	}
+	refs, err := openRemote(t, addr, "fresh/repo").Referrers(context.Background(), root, "application/vnd.test.sig")
+	if err != nil || len(refs) != 1 {
+		t.Fatalf("referrers after copy: %v, %v", refs, err)
+	}
+}

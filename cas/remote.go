@@ -270,24 +270,37 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 	if err != nil {
 		return err
 	}
-	ref := desc.Digest.String()
-	if node.Subject != nil {
+	put := func(ref string) error {
+		return retry(ctx, func() error {
+			if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), ref); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+				return r.wrap(desc.Digest.String(), err)
+			}
+			return nil
+		})
+	}
+	if node.Subject == nil {
+		if err := put(desc.Digest.String()); err != nil {
+			return err
+		}
+	} else {
 		api, err := r.referrersAPI(ctx, *node.Subject)
+		if err == nil && !api && !r.apiKnown() {
+			// A repository that does not exist yet cannot say whether it has
+			// the API: create it with this manifest, then ask again.
+			if err = put(desc.Digest.String()); err == nil {
+				api, err = r.referrersAPI(ctx, *node.Subject)
+			}
+		}
 		if err != nil {
 			return err
 		}
+		ref := desc.Digest.String()
 		if !api {
 			ref = ReferrerTag(node.Subject.Digest, desc.Digest)
 		}
-	}
-	err = retry(ctx, func() error {
-		if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), ref); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-			return r.wrap(desc.Digest.String(), err)
+		if err := put(ref); err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	r.cacheManifest(desc.Digest, b)
 	if node.Subject == nil {
@@ -296,11 +309,18 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 	if err := r.readBack(ctx, *node.Subject, desc); err != nil {
 		return err
 	}
-	if ref != desc.Digest.String() {
+	if api, _ := r.referrersAPI(ctx, *node.Subject); !api {
 		d := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: node.ArtifactType}
 		r.updateFallbackIndex(ctx, node.Subject.Digest, d)
 	}
 	return nil
+}
+
+// apiKnown reports whether the registry has said whether it has the Referrers API.
+func (r *Remote) apiKnown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.api != 0
 }
 
 // updateFallbackIndex adds d to the OCI fallback referrers index of subject (tag
