@@ -461,7 +461,8 @@ func (r *Remote) Tag(ctx context.Context, desc ocispec.Descriptor, tag string) e
 // 48 hex digits of the referrer's digest (120 characters, within the OCI tag
 // grammar). Only sha256 digests are used by feval.
 func ReferrerTag(subject, referrer digest.Digest) string {
-	return referrerTagPrefix(subject) + referrer.Encoded()[:48]
+	hex := referrer.Encoded()
+	return referrerTagPrefix(subject) + hex[:min(len(hex), 48)]
 }
 
 func referrerTagPrefix(subject digest.Digest) string {
