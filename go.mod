@@ -3,6 +3,8 @@ module github.com/feval/feval
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
+	github.com/cloudflare/circl v1.6.5
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/google/go-containerregistry v0.21.9
 	github.com/klauspost/compress v1.20.4

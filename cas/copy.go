@@ -36,7 +36,7 @@ type CopyOptions struct {
 	Referrers bool
 	// Subjects follows subject links upward from every copied manifest.
 	Subjects bool
-	// Progress receives byte counts; nil means NoProgress.
+	// Progress receives byte counts; nil means the context's (WithProgress).
 	Progress Progress
 }
 
@@ -57,10 +57,7 @@ type CopyResult struct {
 // transiently (a dropped connection, a server error) is retried from scratch with
 // backoff.
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
-	prog := opts.Progress
-	if prog == nil {
-		prog = NoProgress
-	}
+	prog := progressOr(ctx, opts.Progress)
 	p := &planner{ctx: ctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}}
 	if err := p.visit(root); err != nil {
 		return CopyResult{}, err
