@@ -72,6 +72,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			emissionCommand(a),
 			recordCommand(a),
 			sandboxCommand(a),
+			serveCommand(a),
 		},
 	}
 }
