@@ -39,7 +39,10 @@ type EvidencePage struct {
 	Status     string        `json:"status"`
 	Reason     string        `json:"reason,omitempty"`
 	Submission string        `json:"submission,omitempty"`
-	Sequence   *uint64       `json:"sequence,omitempty"`
+	// Round is the round the verdict names among its inputs, when the store
+	// holds it.
+	Round    digest.Digest `json:"round,omitempty"`
+	Sequence *uint64       `json:"sequence,omitempty"`
 	// Rows is the number of rows the submission holds (rollouts).
 	Rows *int64 `json:"rows,omitempty"`
 	// ClaimedScore is the score the submission claims over all its rows.
@@ -190,8 +193,11 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 			}
 			i := Input{Name: k, Value: v}
 			if d, err := digest.Parse(v); err == nil {
-				if _, err := l.Resolve(ctx, d.String()); err == nil {
+				if desc, err := l.Resolve(ctx, d.String()); err == nil {
 					i.Digest = d
+					if k == "round" && desc.ArtifactType == bundle.ArtifactType(protocol.KindRound) {
+						p.Round = d
+					}
 				}
 			}
 			p.Inputs = append(p.Inputs, i)

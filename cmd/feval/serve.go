@@ -187,5 +187,3 @@ func runServe(ctx context.Context, cfg serveConfig, out, errw io.Writer) error {
 	}
 	return nil
 }
-
-
