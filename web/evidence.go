@@ -27,6 +27,8 @@ const (
 	maxLinked = 256
 	// maxPayload bounds one JSON or JSONL payload read for cost entries.
 	maxPayload = 8 << 20
+	// maxMatchedShown bounds the matched audit rows an HTML page lists.
+	maxMatchedShown = 500
 )
 
 // EvidencePage is everything one verdict records, arranged for checking it:
@@ -87,6 +89,11 @@ type AuditView struct {
 	Undetermined int        `json:"undetermined"`
 	Matches      int        `json:"matches"`
 	Rows         []AuditRow `json:"rows"`
+	// Shown are the rows the page lists: every mismatched and undetermined
+	// row and at most maxMatchedShown matched ones; Hidden counts the rest
+	// (the JSON has them all).
+	Shown  []AuditRow `json:"-"`
+	Hidden int        `json:"-"`
 	// ClaimedOnSample and RecomputedOnSample are the mean claimed and
 	// recomputed rewards over the audited rows that were decided, exactly.
 	ClaimedOnSample    string `json:"claimed_on_sample,omitempty"`
@@ -342,6 +349,10 @@ func auditView(raw json.RawMessage) *AuditView {
 	}
 	v.Rows = append(v.Rows, a.Rows...)
 	slices.SortStableFunc(v.Rows, func(x, y AuditRow) int { return cmp.Compare(rank(x.Outcome), rank(y.Outcome)) })
+	v.Shown = v.Rows
+	if keep := v.Mismatches + v.Undetermined + maxMatchedShown; len(v.Rows) > keep {
+		v.Shown, v.Hidden = v.Rows[:keep], len(v.Rows)-keep
+	}
 	if n > 0 {
 		d := big.NewRat(int64(n), 1)
 		v.ClaimedOnSample = scoring.RatioOf(claimed.Quo(claimed, d)).String()

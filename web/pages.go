@@ -315,6 +315,8 @@ type ArtifactPage struct {
 	Tags         []string            `json:"tags"`
 	Subject      *ocispec.Descriptor `json:"subject,omitempty"`
 	Annotations  map[string]string   `json:"annotations,omitempty"`
+	// Summary is the record's short account (see [Summarize]).
+	Summary []Field `json:"summary,omitempty"`
 	// Record is the feval record (layer 0), as stored.
 	Record json.RawMessage `json:"record,omitempty"`
 	// RecordText is Record indented for reading.
@@ -360,7 +362,7 @@ func (s *Server) artifactPage(ctx context.Context, l *cas.Layout, r *http.Reques
 		if err != nil {
 			return "", nil, err
 		}
-		p.Record, p.RecordText = art.Record, indent(art.Record)
+		p.Record, p.RecordText, p.Summary = art.Record, indent(art.Record), Summarize(art.Kind, art.Record)
 		if p.Signatures, err = bundle.CheckSignatures(ctx, l, desc, s.trustedKeys()); err != nil {
 			return "", nil, err
 		}

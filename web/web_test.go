@@ -314,3 +314,36 @@ func TestStoreReopened(t *testing.T) {
 		t.Fatalf("after adding a round: %d rounds", len(p.Rounds))
 	}
 }
+
+// TestSummarize: a verdict is summarized by its decisive fields, anything
+// else by its members; control characters never reach a terminal.
+func TestSummarize(t *testing.T) {
+	verdict := `{"audit":{"beacon":{"source":"drand:x","value":"v"},"full":false,"mismatches":["a","b","c","d","e","f"],` +
+		`"rows":[{"task_id":"a"}],"sample_size":320,"undetermined":[]},"claimed_score":"7/20",` +
+		`"inputs":{"round":"sha256:00","task":"sha256:11"},"reason":"reward_mismatch\u001b[31m","status":"rejected","sequence":3}`
+	got := map[string]string{}
+	for _, f := range Summarize("verdict", []byte(verdict)) {
+		got[f.Name] = f.Value
+	}
+	want := map[string]string{"status": "rejected", "reason": "reward_mismatch�[31m", "claimed_score": "7/20", "sequence": "3",
+		"audit": "320 rows sampled with beacon drand:x v", "mismatches": "6 (a, b, c, d, e, …)", "undetermined": "0",
+		"inputs.round": "sha256:00", "inputs.task": "sha256:11"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("fields %v", got)
+	}
+	var lines []string
+	for _, f := range Summarize("round", []byte(`{"commit_until":{"kind":"time","time":"T"},"list":[1,2],"protocol":"rollouts","empty":{}}`)) {
+		lines = append(lines, f.Name+"="+f.Value)
+	}
+	if g := strings.Join(lines, " "); g != "commit_until.kind=time commit_until.time=T empty={} list=2 items protocol=rollouts" {
+		t.Errorf("round summary %s", g)
+	}
+	if f := Summarize("x", []byte("not json")); len(f) != 1 || !strings.HasPrefix(f[0].Value, "not JSON") {
+		t.Errorf("%v", f)
+	}
+}
