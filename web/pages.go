@@ -194,8 +194,14 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 		cons = rs.Consensus[len(rs.Consensus)-1]
 	}
 	if cons != "" {
-		if _, err := s.resolve(ctx, l, cons); err != nil {
+		cd, err := s.resolve(ctx, l, cons)
+		if err != nil {
 			return "", nil, fmt.Errorf("consensus %s: %w", cons, err)
+		}
+		if s.opts.Source != nil { // the stake table and rules are inputs, not referrers
+			if err := consensus.Fetch(ctx, s.opts.Source, l, cd); err != nil {
+				return "", nil, err
+			}
 		}
 		req.Consensus = cons.String()
 	}

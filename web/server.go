@@ -18,6 +18,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -284,6 +285,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, cas.ErrNotFound), errors.Is(err, ErrWrongKind), errors.Is(err, bundle.ErrNotArtifact):
 		return http.StatusNotFound
+	case errors.Is(err, protocol.ErrMalformed):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}

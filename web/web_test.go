@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/internal/testenv"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
 )
@@ -260,6 +262,7 @@ func TestErrors(t *testing.T) {
 		{"GET", "/rounds/" + d.rejected.String(), http.StatusNotFound},
 		{"GET", "/rounds/" + d.round.Digest.String() + "?consensus=nope", http.StatusBadRequest},
 		{"GET", "/frontier?at=-1", http.StatusBadRequest},
+		{"GET", "/rounds/" + d.round.Digest.String() + "?consensus=" + d.rejected.String(), http.StatusUnprocessableEntity},
 		{"GET", "/nowhere", http.StatusNotFound},
 		{"POST", "/rounds", http.StatusMethodNotAllowed},
 		{"DELETE", "/api/rounds", http.StatusMethodNotAllowed},
@@ -345,5 +348,64 @@ func TestSummarize(t *testing.T) {
 	}
 	if f := Summarize("x", []byte("not json")); len(f) != 1 || !strings.HasPrefix(f[0].Value, "not JSON") {
 		t.Errorf("%v", f)
+	}
+}
+
+// TestFromRegistry: a viewer over an empty local store and a registry
+// gathers what a page asks for, and its replay command names the registry.
+func TestFromRegistry(t *testing.T) {
+	d := newDemo(t)
+	ctx := context.Background()
+	reg := testenv.StartRegistry(t)
+	repo := reg.Addr + "/competition/rollouts"
+	ref, err := cas.ParseRemote(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := cas.OpenRemote(ref, cas.RemoteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cas.OpenLayout(d.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range l.Manifests() {
+		if _, err := cas.Copy(ctx, l, remote, m, cas.CopyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(t.TempDir(), "cache")
+	if _, err := cas.Init(root); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(root, Options{Source: remote, SourceName: repo, Trusted: []TrustedKey{{Key: d.vals[0].Public()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rounds RoundsPage
+	getJSON(t, s, "/api/rounds", &rounds)
+	if len(rounds.Rounds) != 0 {
+		t.Fatalf("an empty store lists %d rounds", len(rounds.Rounds))
+	}
+	var b BoardPage
+	getJSON(t, s, "/api/rounds/"+d.round.Digest.String(), &b)
+	if b.Consensus != d.consensus || len(b.Rows) != 2 || len(b.Validators) != 4 {
+		t.Fatalf("gathered leaderboard: consensus %s, %d rows, %d validators", b.Consensus, len(b.Rows), len(b.Validators))
+	}
+	getJSON(t, s, "/api/rounds", &rounds)
+	if len(rounds.Rounds) != 1 {
+		t.Fatalf("after gathering, %d rounds", len(rounds.Rounds))
+	}
+	var e EvidencePage
+	getJSON(t, s, "/api/verdicts/"+d.metered.String(), &e)
+	if e.Costs == nil || len(e.Receipts) != 1 || e.Receipts[0].Error != "" || !e.Trusted {
+		t.Fatalf("gathered metered verdict: costs %v, receipts %+v, trusted %v", e.Costs, e.Receipts, e.Trusted)
+	}
+	if want := "feval replay --from " + repo + " --pub VALIDATOR.pub " + d.metered.String(); e.Replay.Command != want {
+		t.Errorf("replay command %q, want %q", e.Replay.Command, want)
+	}
+	if rec := get(t, s, "GET", "/api/artifacts/sha256:"+strings.Repeat("a", 64)); rec.Code != http.StatusNotFound {
+		t.Errorf("a digest neither store holds: %d", rec.Code)
 	}
 }
