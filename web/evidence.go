@@ -383,8 +383,11 @@ func (s *Server) replayCommand(d digest.Digest, checks []bundle.SignatureCheck) 
 		}
 	}
 	parts := []string{"feval", "replay"}
-	if s.opts.SourceName != "" {
+	switch {
+	case s.opts.SourceName != "":
 		parts = append(parts, "--from", shellQuote(s.opts.SourceName))
+	case s.opts.StoreName != "":
+		parts = append(parts, "--store", shellQuote(s.opts.StoreName))
 	}
 	key := "VALIDATOR.pub"
 	if rc.KeyFile != "" {

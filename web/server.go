@@ -70,6 +70,10 @@ type Options struct {
 	// SourceName is Source's address as a user types it (for --from in the
 	// replay command).
 	SourceName string
+	// StoreName, when set and Source is not, is the local store as a user
+	// types it (for --store in the replay command): where replay finds the
+	// verdict and its inputs.
+	StoreName string
 	// Trusted are the keys whose signatures count.
 	Trusted []TrustedKey
 	// Frontier, when set, is shown on the frontier page.

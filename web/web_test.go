@@ -197,6 +197,12 @@ func TestEvidenceJSON(t *testing.T) {
 	if !strings.Contains(p.Replay.Command, "--pub VALIDATOR.pub") {
 		t.Errorf("forged: replay command %q names a key file", p.Replay.Command)
 	}
+	s.opts.StoreName = "/data/my store"
+	getJSON(t, s, "/api/verdicts/"+d.forged.String(), &p)
+	if want := "feval replay --store '/data/my store' --pub VALIDATOR.pub " + d.forged.String(); p.Replay.Command != want {
+		t.Errorf("replay command %q, want %q", p.Replay.Command, want)
+	}
+	s.opts.StoreName = ""
 
 	// The metered verdict: receipts become costs per scenario and model, the
 	// checkpoint's held-out loss is listed.

@@ -81,6 +81,9 @@ func serveCommand(a *appEnv) *cli.Command {
 				fmt.Fprintln(a.stderr, "feval serve: no trusted key (no --pub, and no key of your own): every signature is shown as untrusted")
 			}
 			cfg.opts.Trusted = keys
+			if st.Path != defaultStore() {
+				cfg.opts.StoreName = st.Path
+			}
 			if cfg.from != "" {
 				src, _, err := rem.Open(cfg.from)
 				if err != nil {
