@@ -166,50 +166,24 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 	if err != nil {
 		return "", nil, err
 	}
-	rec, err := decodeJSON(art.Record)
+	p, rec, err := recordEvidence(art.Record)
 	if err != nil {
 		return "", nil, err
 	}
-	top, _ := rec.(map[string]any)
-	p := EvidencePage{Verdict: desc.Digest, Protocol: str(top, "protocol"), Status: str(top, "status"),
-		Reason: str(top, "reason"), Submission: str(top, "submission"), ClaimedScore: str(top, "claimed_score"),
-		Inputs: []Input{}, Violations: []json.RawMessage{}, Traces: []Linked{}, Receipts: []Linked{},
-		Checkpoints: []Linked{}, Losses: []Loss{}, TrustedKeys: []string{}}
-	if n, ok := integer(top["sequence"]); ok && n >= 0 {
-		u := uint64(n)
-		p.Sequence = &u
-	}
-	if n, ok := integer(top["rows"]); ok {
-		p.Rows = &n
-	}
-	var raw map[string]json.RawMessage
-	_ = json.Unmarshal(art.Record, &raw)
-	if rc, ok := raw["reveal_check"]; ok {
-		p.RevealCheck = json.RawMessage(indent(rc))
-	}
-	var vs []json.RawMessage
-	if json.Unmarshal(raw["violations"], &vs) == nil {
-		p.Violations = append(p.Violations, vs...)
-	}
-	p.Audit = auditView(raw["audit"])
-	if in, ok := top["inputs"].(map[string]any); ok {
-		for _, k := range sortedKeys(in) {
-			v, ok := in[k].(string)
-			if !ok {
-				continue
+	p.Verdict = desc.Digest
+	for i, in := range p.Inputs {
+		d, err := digest.Parse(in.Value)
+		if err != nil {
+			continue
+		}
+		if desc, err := l.Resolve(ctx, d.String()); err == nil {
+			p.Inputs[i].Digest = d
+			if in.Name == "round" && desc.ArtifactType == bundle.ArtifactType(protocol.KindRound) {
+				p.Round = d
 			}
-			i := Input{Name: k, Value: v}
-			if d, err := digest.Parse(v); err == nil {
-				if desc, err := l.Resolve(ctx, d.String()); err == nil {
-					i.Digest = d
-					if k == "round" && desc.ArtifactType == bundle.ArtifactType(protocol.KindRound) {
-						p.Round = d
-					}
-				}
-			}
-			p.Inputs = append(p.Inputs, i)
 		}
 	}
+	top, _ := rec.(map[string]any)
 
 	costs := newCostTable()
 	costs.walk(rec)
@@ -250,6 +224,46 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 	p.Trusted = len(bundle.TrustedSigners(p.Signatures)) > 0
 	p.Replay = s.replayCommand(desc.Digest, p.Signatures)
 	return "Evidence for verdict " + shortD(desc.Digest), p, nil
+}
+
+// recordEvidence is the part of the evidence page that a verdict record
+// alone decides (no store): its summary fields, audit, violations, reveal
+// check and inputs (not yet linked). It also returns the decoded record.
+func recordEvidence(record []byte) (EvidencePage, any, error) {
+	rec, err := decodeJSON(record)
+	if err != nil {
+		return EvidencePage{}, nil, err
+	}
+	top, _ := rec.(map[string]any)
+	p := EvidencePage{Protocol: str(top, "protocol"), Status: str(top, "status"),
+		Reason: str(top, "reason"), Submission: str(top, "submission"), ClaimedScore: str(top, "claimed_score"),
+		Inputs: []Input{}, Violations: []json.RawMessage{}, Traces: []Linked{}, Receipts: []Linked{},
+		Checkpoints: []Linked{}, Losses: []Loss{}, TrustedKeys: []string{}}
+	if n, ok := integer(top["sequence"]); ok && n >= 0 {
+		u := uint64(n)
+		p.Sequence = &u
+	}
+	if n, ok := integer(top["rows"]); ok {
+		p.Rows = &n
+	}
+	var raw map[string]json.RawMessage
+	_ = json.Unmarshal(record, &raw)
+	if rc, ok := raw["reveal_check"]; ok {
+		p.RevealCheck = json.RawMessage(indent(rc))
+	}
+	var vs []json.RawMessage
+	if json.Unmarshal(raw["violations"], &vs) == nil {
+		p.Violations = append(p.Violations, vs...)
+	}
+	p.Audit = auditView(raw["audit"])
+	if in, ok := top["inputs"].(map[string]any); ok {
+		for _, k := range sortedKeys(in) {
+			if v, ok := in[k].(string); ok {
+				p.Inputs = append(p.Inputs, Input{Name: k, Value: v})
+			}
+		}
+	}
+	return p, rec, nil
 }
 
 // linked reads an artifact a verdict names: its summary, its decoded record,

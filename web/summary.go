@@ -30,11 +30,15 @@ func Summarize(kind string, record []byte) []Field {
 	if !ok {
 		return []Field{{"record", clipValue(scalar(v))}}
 	}
-	if kind == "verdict" {
-		return summarizeVerdict(m)
-	}
 	var out []Field
-	flatten(m, "", &out)
+	if kind == "verdict" {
+		out = summarizeVerdict(m)
+	} else {
+		flatten(m, "", &out)
+	}
+	for i := range out {
+		out[i].Name = clipValue(out[i].Name)
+	}
 	return out
 }
 
