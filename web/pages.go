@@ -125,7 +125,11 @@ type BoardPage struct {
 	Consensus  digest.Digest `json:"consensus,omitempty"`
 	CarryFrom  digest.Digest `json:"carry_from,omitempty"`
 	Validators []string      `json:"validators"`
-	Rows       []BoardRow    `json:"rows"`
+	// Trusted lists, in the order of Validators, whether the validator's key
+	// is one the viewer trusts. A column of an untrusted key shows what that
+	// key signed, which proves only that it signed it.
+	Trusted []bool     `json:"trusted"`
+	Rows    []BoardRow `json:"rows"`
 	Seat       *SeatView     `json:"seat,omitempty"`
 }
 
@@ -218,6 +222,13 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Rows: []BoardRow{}}
 	if p.Validators == nil {
 		p.Validators = []string{}
+	}
+	for _, v := range p.Validators {
+		trusted := false
+		for _, k := range s.opts.Trusted {
+			trusted = trusted || k.Key.Fingerprint == v
+		}
+		p.Trusted = append(p.Trusted, trusted)
 	}
 	if b.Consensus != "" {
 		if p.Seat, err = seatOf(ctx, l, b.Consensus); err != nil {

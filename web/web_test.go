@@ -15,10 +15,11 @@ import (
 	"github.com/feval/feval/internal/testenv"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // addRound opens a second round in the demo store, as another process would.
-func addRound(t *testing.T, d *demo) {
+func addRound(t *testing.T, d *demo) ocispec.Descriptor {
 	t.Helper()
 	ctx := context.Background()
 	l, err := cas.OpenLayout(d.root)
@@ -32,12 +33,14 @@ func addRound(t *testing.T, d *demo) {
 	task := mustResolve(t, l, r.Task)
 	cu, _ := protocol.ParseWindow("2026-12-08T00:00:00Z")
 	ru, _ := protocol.ParseWindow("2026-12-09T00:00:00Z")
-	if _, err := protocol.OpenRound(ctx, l, d.owner, task, cu, ru, ""); err != nil {
+	round, err := protocol.OpenRound(ctx, l, d.owner, task, cu, ru, "")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return round
 }
 
 func get(t *testing.T, h http.Handler, method, path string) *httptest.ResponseRecorder {
@@ -142,6 +145,9 @@ func TestLeaderboardJSON(t *testing.T) {
 	for j, v := range p.Validators {
 		if v == d.vals[3].Public().Fingerprint {
 			hostileCol = j
+		}
+		if p.Trusted[j] != (v != d.vals[3].Public().Fingerprint) {
+			t.Errorf("validator %s: trusted %v", v, p.Trusted[j])
 		}
 	}
 	for j, c := range p.Rows[1].Cells {
@@ -413,5 +419,40 @@ func TestFromRegistry(t *testing.T) {
 	}
 	if rec := get(t, s, "GET", "/api/artifacts/sha256:"+strings.Repeat("a", 64)); rec.Code != http.StatusNotFound {
 		t.Errorf("a digest neither store holds: %d", rec.Code)
+	}
+}
+
+// TestCarried: a new round without verdicts shows the earlier round's
+// results as carried, naming that round and when its reveals closed.
+func TestCarried(t *testing.T) {
+	d := newDemo(t)
+	next := addRound(t, d)
+	s := d.server(t)
+	path := "/rounds/" + next.Digest.String() + "?carry_from=" + d.round.Digest.String()
+	var b BoardPage
+	getJSON(t, s, "/api"+path, &b)
+	if b.CarryFrom != d.round.Digest || len(b.Rows) != 2 || b.Consensus != "" {
+		t.Fatalf("carry from %s, %d rows, consensus %s", b.CarryFrom, len(b.Rows), b.Consensus)
+	}
+	carried := 0
+	for _, r := range b.Rows {
+		if r.Reward != scoring.RewardPending {
+			t.Errorf("reward %s without a consensus record", r.Reward)
+		}
+		for _, c := range r.Cells {
+			if c.Status == scoring.CellCarried {
+				carried++
+				if c.CarriedFrom != d.round.Digest.String() || c.CarriedWindow != "2026-12-02T00:00:00Z" || c.Verdict == "" {
+					t.Errorf("carried cell %+v", c)
+				}
+			}
+		}
+	}
+	if carried != 8 { // three validators on two miners, the hostile one and the rogue on one
+		t.Errorf("%d carried cells, want 8", carried)
+	}
+	body := get(t, s, "GET", path).Body.String()
+	if !strings.Contains(body, `<span class="status">Carried</span>`) || !strings.Contains(body, "reveals closed 2026-12-02T00:00:00Z") {
+		t.Errorf("the page does not show carried cells with their round's window")
 	}
 }
