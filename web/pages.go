@@ -130,7 +130,7 @@ type BoardPage struct {
 	// key signed, which proves only that it signed it.
 	Trusted []bool     `json:"trusted"`
 	Rows    []BoardRow `json:"rows"`
-	Seat       *SeatView     `json:"seat,omitempty"`
+	Seat    *SeatView  `json:"seat,omitempty"`
 }
 
 // BoardRow is one miner's row.
