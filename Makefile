@@ -14,14 +14,14 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
 
 all: build
 
 build: $(FEVAL)
 
 $(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
-	$(GO) build -o $@ ./cmd/feval
+	$(GO) build -buildvcs=auto -o $@ ./cmd/feval
 
 tools: $(TOOLS)
 
@@ -48,6 +48,7 @@ debian-deps:
 	for p in $(DEBIAN_PYTHON) $(DEBIAN_BROWSER); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
 	done; \
+	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
@@ -64,7 +65,7 @@ lint: $(BIN)/staticcheck
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-test: debian-deps build tools lint
+test: debian-deps build tools lint node-deps
 	$(GO) test -race -timeout 30m $$($(GO) list ./... | grep -v '/cmd/feval$$')
 	$(GO) test -timeout 30m ./cmd/feval
 
@@ -74,6 +75,18 @@ demo: debian-deps build tools $(BIN)/genrollouts
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
+
+# The official openai npm client that the meter's tests drive, pinned by its
+# lockfile.
+node-deps: debian-deps
+	cd meter/testdata/openai-client && npm ci --no-audit --no-fund
+
+# The fixture upstream (deterministic stand-ins for the allowlisted model APIs)
+# for the demo and for trying 'feval meter serve' by hand.
+fixture-upstream: $(BIN)/fixture-upstream
+
+$(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
 
 bench: build tools debian-deps
 	./scripts/bench.sh

@@ -161,7 +161,17 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	}
 	params := rollouts.Params{Sequence: recorded.Sequence}
 	if recorded.Audit != nil {
-		params.Beacon, params.Full = recorded.Audit.Beacon, recorded.Audit.Full
+		params.Full = recorded.Audit.Full
+		var r protocol.Round
+		if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
+			return res, fmt.Errorf("reading round: %w", err)
+		}
+		// A drand beacon is verified and its value derived again; a plain one
+		// is taken as recorded and regenerates as unverified.
+		params.Beacon, err = rollouts.ResolveBeacon(recorded.Audit.Beacon, r, recorded.RevealCheck.RevealSeen)
+		if err != nil {
+			return res, fmt.Errorf("verdict %s: %w: %v", verdict.Digest, bundle.ErrVerify, err)
+		}
 	}
 	regen, err := rollouts.Decide(ctx, st, refs, entry, params)
 	if err != nil {

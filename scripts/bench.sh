@@ -253,3 +253,8 @@ go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/r
 echo
 echo "## Sandbox: start-up of /bin/true, feval against bwrap (200 runs)"
 go test -run '^$' -bench 'StartTrue' -benchtime 200x ./sandbox/
+
+echo
+echo "## Meter: p50 overhead and throughput against the fixture upstream called directly"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+go test -run '^$' -bench 'BenchmarkMeter$' -benchtime 3000x -count 3 ./meter/

@@ -15,6 +15,7 @@ import (
 	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/evaluate"
 	fx "github.com/feval/feval/fixtures/rollouts"
+	"github.com/feval/feval/meter"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/scoring"
@@ -177,13 +178,19 @@ func newDemo(t *testing.T) *demo {
 
 	// A verdict of a metered protocol names receipts and a checkpoint; its
 	// subject is an artifact of its own, so no round counts it.
-	receipts := map[string]any{"receipts": []map[string]any{
-		{"scenario": "scenario-01", "model": "model-a", "cost_micro_usd": 120000},
-		{"scenario": "scenario-01", "model": "model-b", "cost_micro_usd": 30000},
-		{"scenario": "scenario-02", "model": "model-a", "cost_micro_usd": 45000},
-		{"scenario": "scenario-02", "model": hostile, "cost_micro_usd": 5000},
-	}}
-	rd, err := bundle.WriteSigned(ctx, l, d.vals[0], bundle.Artifact{Kind: "receipts", Record: receipts})
+	// The receipts record is the meter's own (docs/METER.md §6.2), summaries
+	// included: costs must be counted once.
+	var rs []meter.Receipt
+	for i, c := range []struct {
+		scenario, model string
+		cost            int64
+	}{{"scenario-01", "model-a", 120000}, {"scenario-01", "model-b", 30000}, {"scenario-02", "model-a", 45000}, {"scenario-02", hostile, 5000}} {
+		rs = append(rs, meter.Receipt{Scenario: c.scenario, Seq: int64(i + 1), Model: c.model, RequestDigest: digest.FromString(c.model),
+			ResponseDigest: digest.FromString(c.scenario), CostMicroUSD: c.cost, ReservedMicroUSD: c.cost, Outcome: "ok", UpstreamStatus: 200, HTTPStatus: 200, Attempts: 1})
+	}
+	receipts := meter.ReceiptsRecord{Format: meter.ReceiptsFormat, Submission: digest.FromString("metered"), Config: digest.FromString("config"),
+		Trace: digest.FromString("trace"), Receipts: rs, Summaries: meter.Summarize(rs)}
+	rd, err := bundle.WriteSigned(ctx, l, d.vals[0], bundle.Artifact{Kind: meter.KindReceipts, Record: receipts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,3 +190,11 @@ func runServe(ctx context.Context, cfg serveConfig, out, errw io.Writer) error {
 	}
 	return nil
 }
+
+func init() {
+	commandExamples["serve"] = `   feval serve
+   feval serve --store bin/demo/store --pub bin/demo/validator.pub
+   feval serve --from registry.example/comp/rollouts --round round --pub validator.pub
+   feval serve --events runs.json --baseline 3500000
+   feval serve --addr 0.0.0.0:8080 --allow-remote`
+}
