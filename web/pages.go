@@ -219,7 +219,7 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 	if rs, err = s.roundSummary(ctx, l, desc, s.opts.Now().UTC()); err != nil { // gathering may have added some
 		return "", nil, err
 	}
-	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Rows: []BoardRow{}}
+	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Trusted: []bool{}, Rows: []BoardRow{}}
 	if p.Validators == nil {
 		p.Validators = []string{}
 	}

@@ -428,6 +428,11 @@ func TestCarried(t *testing.T) {
 	d := newDemo(t)
 	next := addRound(t, d)
 	s := d.server(t)
+	rec := get(t, s, "GET", "/api/rounds/"+next.Digest.String())
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"validators": []`) ||
+		!strings.Contains(rec.Body.String(), `"trusted": []`) || !strings.Contains(rec.Body.String(), `"rows": []`) {
+		t.Errorf("a round without verdicts: %d %s", rec.Code, rec.Body)
+	}
 	path := "/rounds/" + next.Digest.String() + "?carry_from=" + d.round.Digest.String()
 	var b BoardPage
 	getJSON(t, s, "/api"+path, &b)
