@@ -24,7 +24,7 @@ func inspectCommand(a *appEnv) *cli.Command {
 	st, out := &storeOptions{}, &outputOptions{}
 	return &cli.Command{
 		Name:  "inspect",
-		Usage: "summarize an artifact by kind (a verdict: status, reason, scores, audit, mismatches, inputs), with its payload layers and referrers",
+		Usage: "show an artifact: its record summarized by kind (a verdict: status, reason, scores, audit, mismatches, inputs), payload layers and referrers",
 		Description: "The text output summarizes the record; --record prints the record's canonical JSON bytes\n" +
 			"and --json the whole result, record included.",
 		ArgsUsage: "DIGEST|PREFIX|TAG",
