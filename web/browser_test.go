@@ -138,8 +138,8 @@ func TestBrowser(t *testing.T) {
 	if n := eval(`document.querySelectorAll("td.cell.rejected").length`); n != 4 {
 		t.Fatalf("%d Rejected cells, want 4", n)
 	}
-	if n := eval(`Array.from(document.querySelectorAll("td.cell.rejected")).filter(c => /^Rejected \(reward_mismatch\)$/.test(c.textContent.trim())).length`); n != 3 {
-		t.Fatalf("%d cells read \"Rejected (reward_mismatch)\", want 3", n)
+	if n := eval(`Array.from(document.querySelectorAll("td.cell.rejected")).filter(c => /^Rejected \(reward_mismatch\) 0$/.test(c.textContent.trim())).length`); n != 3 {
+		t.Fatalf("%d cells read \"Rejected (reward_mismatch) 0\", want 3", n)
 	}
 	// The hostile validator's reason is shown as text.
 	if n := eval(`Array.from(document.querySelectorAll("td.cell.rejected .reason")).filter(r => r.textContent.includes("<script>alert(1)</script>")).length`); n != 1 {
