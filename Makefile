@@ -38,12 +38,14 @@ $(BIN)/cosign:
 # (optimizer training), pytest (hidden scenario tests), nltk (the IFEval
 # reference oracle) and cryptography (the second verifier).
 DEBIAN_PYTHON := python3-torch python3-pytest python3-nltk python3-cryptography
+# The browser the web viewer's test drives headless.
+DEBIAN_BROWSER := chromium
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
-	for p in $(DEBIAN_PYTHON); do \
+	for p in $(DEBIAN_PYTHON) $(DEBIAN_BROWSER); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
 	done; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
