@@ -21,7 +21,7 @@ all: build
 build: $(FEVAL)
 
 $(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
-	$(GO) build -o $@ ./cmd/feval
+	$(GO) build -buildvcs=auto -o $@ ./cmd/feval
 
 tools: $(TOOLS)
 
@@ -34,16 +34,22 @@ $(BIN)/oras:
 $(BIN)/cosign:
 	GOBIN=$(BIN) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
 
-# System packages from Debian that tests and the demo use.
+# System packages from Debian that tests and the demo use: Python with torch
+# (optimizer training), pytest (hidden scenario tests), nltk (the IFEval
+# reference oracle) and cryptography (the second verifier).
+DEBIAN_PYTHON := python3-torch python3-pytest python3-nltk python3-cryptography
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
+	for p in $(DEBIAN_PYTHON); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
+	done; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
 	fi
 
 # Every test: unit, conformance against a real registry, CLI scripts, interop

@@ -14,12 +14,28 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // ErrTaskMismatch reports a reveal that belongs to another task than the one the
 // validator named.
 var ErrTaskMismatch = errors.New("the reveal belongs to another task")
+
+// ErrUnsupported reports an evaluation this feval cannot perform: the audit of
+// an accepted reveal of a protocol without a verdict format yet.
+var ErrUnsupported = errors.New("evaluating this protocol is not supported yet: only its reveal checks run")
+
+// RejectedError is a reveal that failed a reveal check, in a round whose
+// protocol has no verdict format: the check's outcome is the result.
+type RejectedError struct {
+	Reveal digest.Digest
+	Entry  protocol.Entry
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("reveal %s rejected (%s): %s", e.Reveal, e.Entry.Reason, e.Entry.Detail)
+}
 
 // Request is one evaluation a validator asks for.
 type Request struct {
@@ -55,7 +71,7 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("reveal %s: %w", req.Reveal, err)
 	}
-	refs, err := rollouts.ResolveRefs(ctx, l, reveal)
+	refs, round, err := rollouts.ResolveRound(ctx, l, reveal)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -80,8 +96,23 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if !ok {
 		return Outcome{}, fmt.Errorf("reveal %s was not found among the round's reveals", reveal.Digest)
 	}
+	if round.Protocol != "rollouts" {
+		// The reveal checks are every protocol's; the verdict format and the
+		// audit exist for rollouts only.
+		if entry.Status != protocol.StatusAccepted {
+			return Outcome{}, &RejectedError{Reveal: reveal.Digest, Entry: entry}
+		}
+		return Outcome{}, fmt.Errorf("reveal %s of a %s round passed the reveal checks: %w", reveal.Digest, round.Protocol, ErrUnsupported)
+	}
 	if refs, err = rollouts.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
 		return Outcome{}, err
+	}
+	if entry.Status == protocol.StatusAccepted && entry.RevealSeen != nil {
+		// Only an audit draws a sample; the beacon is checked before anything
+		// is written.
+		if req.Params.Beacon, err = rollouts.ResolveBeacon(req.Params.Beacon, round, *entry.RevealSeen); err != nil {
+			return Outcome{}, err
+		}
 	}
 	seq, err := nextSequence(l)
 	if err != nil {

@@ -100,6 +100,25 @@ type Exchange struct {
 	// Failure names why the last attempt failed ("" if it did not): see
 	// docs/METER.md, "Failures".
 	Failure string `json:"failure,omitempty"`
+	// Assembled is a streamed answer reassembled from its chunks' deltas.
+	Assembled *Assembled `json:"assembled,omitempty"`
+}
+
+// Assembled is the message a streamed answer adds up to: its content, tool
+// calls and finish reason, joined from the chunks' deltas in order.
+type Assembled struct {
+	Content      string          `json:"content"`
+	ToolCalls    []AssembledCall `json:"tool_calls,omitempty"`
+	FinishReason string          `json:"finish_reason,omitempty"`
+}
+
+// AssembledCall is one tool call of a streamed answer.
+type AssembledCall struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Timing is a call's wall-clock account, kept apart from receipts and traces.

@@ -257,4 +257,4 @@ go test -run '^$' -bench 'StartTrue' -benchtime 200x ./sandbox/
 echo
 echo "## Meter: p50 overhead and throughput against the fixture upstream called directly"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-go test -run '^$' -bench 'BenchmarkMeter' -benchtime 3000x -count 3 ./meter/
+go test -run '^$' -bench 'BenchmarkMeter$' -benchtime 3000x -count 3 ./meter/
