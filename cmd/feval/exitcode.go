@@ -8,6 +8,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/policy"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/replay"
@@ -62,7 +63,7 @@ func exitCode(err error) int {
 		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys):
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
-		errors.Is(err, rollouts.ErrTask):
+		errors.Is(err, rollouts.ErrTask), errors.Is(err, policy.ErrPack), errors.Is(err, policy.ErrStart):
 		return exitRejected
 	case errors.Is(err, cas.ErrUnreachable):
 		return exitUnavailable
