@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -94,14 +95,36 @@ func TestCheckMessage(t *testing.T) {
 // FuzzAgentRequest: the agent's request parser never panics, and a request
 // it accepts has messages with roles.
 func FuzzAgentRequest(f *testing.F) {
-	for _, s := range []string{`{"messages":[{"role":"user","content":"x"}]}`, `{"messages":[],"stream":true}`,
+	for _, s := range []string{`{"messages":[{"role":"user","content":"x"}]}`, `{"messages":[],"stream":true}`, `{"messages":[{"role":"a","role":"user","content":"x\\"y"}, {"ro\u006ce":"tool","content":null}]}`,
+		` { "messages" : [ { "content" : [1, {"a":"]"}], "role" : "system" } ] } `, `{"messages":[{"Role":"user"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{}],"stream_options":{"include_usage":true}}`, `null`, `{`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseAgentRequest(b)
-		if err == nil && (len(r.messages) == 0 || len(r.msgs) != len(r.messages)) {
+		if err != nil {
+			return
+		}
+		if len(r.messages) == 0 || len(r.msgs) != len(r.messages) {
 			t.Fatalf("accepted %q without messages", b)
+		}
+		// The scanners agree with encoding/json.
+		var want []json.RawMessage
+		if err := json.Unmarshal(r.fields["messages"], &want); err != nil || len(want) != len(r.messages) {
+			t.Fatalf("%q: split into %d messages, encoding/json %d (%v)", b, len(r.messages), len(want), err)
+		}
+		for i := range want {
+			if !bytes.Equal(compactJSON(want[i]), compactJSON(r.messages[i])) {
+				t.Fatalf("%q: message %d is %s, want %s", b, i, r.messages[i], want[i])
+			}
+			var fields map[string]json.RawMessage
+			var role string
+			if json.Unmarshal(want[i], &fields) != nil || json.Unmarshal(fields["role"], &role) != nil || role != r.msgs[i].role {
+				t.Fatalf("%q: message %d role %q", b, i, r.msgs[i].role)
+			}
+			if !bytes.Equal(compactJSON(fields["content"]), compactJSON(r.msgs[i].content)) {
+				t.Fatalf("%q: message %d content %s, want %s", b, i, r.msgs[i].content, fields["content"])
+			}
 		}
 	})
 }
@@ -125,4 +148,13 @@ func FuzzPolicyAnswer(f *testing.F) {
 			checkMessage(asm.message())
 		}
 	})
+}
+
+func compactJSON(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	var out bytes.Buffer
+	json.Compact(&out, b)
+	return out.Bytes()
 }

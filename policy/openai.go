@@ -28,9 +28,12 @@ type agentRequest struct {
 
 // msgInfo is what routing reads of a message.
 type msgInfo struct {
-	role string
-	text string
+	role    string
+	content json.RawMessage // nil when absent
 }
+
+// text is the message's text (contentText of its content).
+func (m msgInfo) text() string { return contentText(m.content) }
 
 // badRequest is an error in the agent's own request (not a policy failure).
 type badRequest struct{ code, msg string }
@@ -44,18 +47,23 @@ func parseAgentRequest(b []byte) (*agentRequest, error) {
 	if err := json.Unmarshal(b, &r.fields); err != nil || r.fields == nil {
 		return nil, &badRequest{"invalid_json", "the request body is not a JSON object"}
 	}
-	if err := json.Unmarshal(r.fields["messages"], &r.messages); err != nil || len(r.messages) == 0 {
+	// The body is valid JSON from here: the scanners split it.
+	ms := r.fields["messages"]
+	if i := skipSpace(ms, 0); i >= len(ms) || ms[i] != '[' {
 		return nil, &badRequest{"invalid_messages", "messages must be a non-empty array"}
 	}
+	r.messages = arrayElements(ms)
+	if len(r.messages) == 0 {
+		return nil, &badRequest{"invalid_messages", "messages must be a non-empty array"}
+	}
+	r.msgs = make([]msgInfo, len(r.messages))
 	for i, m := range r.messages {
-		var mi struct {
-			Role    *string         `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(m, &mi); err != nil || mi.Role == nil {
+		var role string
+		raw := objectField(m, "role")
+		if raw == nil || raw[0] != '"' || json.Unmarshal(raw, &role) != nil {
 			return nil, &badRequest{"invalid_messages", fmt.Sprintf("messages[%d] must be an object with a string role", i)}
 		}
-		r.msgs = append(r.msgs, msgInfo{role: *mi.Role, text: contentText(mi.Content)})
+		r.msgs[i] = msgInfo{role: role, content: objectField(m, "content")}
 	}
 	if v, ok := r.fields["stream"]; ok && string(v) != "null" {
 		if err := json.Unmarshal(v, &r.stream); err != nil {
@@ -71,9 +79,10 @@ func parseAgentRequest(b []byte) (*agentRequest, error) {
 		}
 		r.includeUsage = so.IncludeUsage
 	}
-	var tools []json.RawMessage
-	if v, ok := r.fields["tools"]; ok && json.Unmarshal(v, &tools) == nil && len(tools) > 0 {
-		r.hasTools = true
+	if v, ok := r.fields["tools"]; ok {
+		if i := skipSpace(v, 0); i < len(v) && v[i] == '[' && len(arrayElements(v)) > 0 {
+			r.hasTools = true
+		}
 	}
 	return r, nil
 }
@@ -204,16 +213,12 @@ func (s *Sidecar) answer(ctx context.Context, w http.ResponseWriter, req *agentR
 
 	rec := Request{Turn: x.turn, Route: x.route, Seqs: []int64{}}
 	var in0, out0 int64
-	for _, rc := range s.sc.Meter().Recorder().Receipts() {
-		if rc.Scenario != s.sc.ID() || rc.Seq <= s.seen {
-			continue
-		}
+	rs, n := s.sc.Meter().Recorder().ScenarioReceipts(s.sc.ID(), s.recorded)
+	s.recorded = n
+	for _, rc := range rs {
 		rec.Seqs = append(rec.Seqs, rc.Seq)
 		in0 += rc.InputTokens
 		out0 += rc.OutputTokens
-	}
-	if n := len(rec.Seqs); n > 0 {
-		s.seen = rec.Seqs[n-1]
 	}
 	var f *Failure
 	switch {
