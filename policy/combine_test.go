@@ -84,6 +84,10 @@ func TestCheckMessage(t *testing.T) {
 		{`{"role":"assistant","content":"x","tool_calls":[{"id":"a","type":"web","function":{"name":"f","arguments":"{}"}}]}`, false},
 		{`{"role":"assistant","content":"x","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":{}}}]}`, false},
 		{`[]`, false},
+		{`{"ROLE":"assistant","content":"x"}`, false},
+		{`{"role":"assistant","Content":"x"}`, false},
+		{`{"role":"assistant","content":"x","tool_calls":{}}`, false},
+		{`{"role":"assistant","content":null,"tool_calls":[{"ID":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}`, false},
 		{`"text"`, false},
 	} {
 		if _, err := checkMessage([]byte(c.msg)); (err == nil) != c.ok {

@@ -120,3 +120,36 @@ func keyIs(raw []byte, key string) bool {
 	var s string
 	return json.Unmarshal(raw, &s) == nil && s == key
 }
+
+// objectFields splits a valid JSON object into its fields (a repeated key
+// keeps its last value, as encoding/json decodes it); nil if b is not an
+// object.
+func objectFields(b []byte) map[string]json.RawMessage {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil
+	}
+	out := map[string]json.RawMessage{}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		kend := skipValue(b, i)
+		k := b[i:kend]
+		i = skipSpace(b, kend)
+		if i < len(b) && b[i] == ':' {
+			i = skipSpace(b, i+1)
+		}
+		vend := skipValue(b, i)
+		var key string
+		if bytes.IndexByte(k, '\\') < 0 {
+			key = string(k[1 : len(k)-1])
+		} else if json.Unmarshal(k, &key) != nil {
+			return nil
+		}
+		out[key] = b[i:vend:vend]
+		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return out
+}
