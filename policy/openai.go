@@ -274,17 +274,16 @@ func (x *exchange) writeFailure(f *Failure) int {
 // the usage of every call made for the request.
 func (x *exchange) writeFinal(in, out int64) int {
 	id := "chatcmpl-policy-" + x.s.sc.ID() + "-" + strconv.Itoa(x.turn)
-	usage := map[string]int64{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
-	var msg map[string]json.RawMessage
-	json.Unmarshal(x.final.Message, &msg)
+	usage := usageJSON{CompletionTokens: out, PromptTokens: in, TotalTokens: in + out}
 	if !x.req.stream {
-		body, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion", "created": 0, "model": AgentModel,
-			"choices": []any{map[string]any{"index": 0, "message": x.final.Message, "finish_reason": x.final.FinishReason}},
-			"usage":   usage})
+		body, _ := json.Marshal(completionJSON{ID: id, Object: "chat.completion", Model: AgentModel, Usage: usage,
+			Choices: []choiceJSON{{FinishReason: x.final.FinishReason, Message: x.final.Message}}})
 		x.w.Header().Set("Content-Type", "application/json")
 		x.w.Write(body)
 		return http.StatusOK
 	}
+	var msg map[string]json.RawMessage
+	json.Unmarshal(x.final.Message, &msg)
 	chunk := func(delta any, finish any) {
 		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 0, "model": AgentModel,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
