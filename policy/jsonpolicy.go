@@ -392,7 +392,9 @@ func (e *jsonEngine) streamStep(ctx context.Context, x *exchange, st *gate.Step,
 	var last outcome
 	for _, model := range append([]string{st.Model}, st.Fallbacks...) {
 		body := e.stepBody(x.req, st, model, msgs, extra, true)
-		hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://meter/v1/chat/completions", bytes.NewReader(body))
+		// Like every meter call, a streamed one runs to its end: the meter's
+		// own timeouts bound it.
+		hr, _ := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, "http://meter/v1/chat/completions", bytes.NewReader(body))
 		hr.Header.Set("Content-Type", "application/json")
 		resp, err := e.client.Do(hr)
 		if err != nil {

@@ -199,6 +199,10 @@ func (e *sandboxEngine) start() error {
 	for {
 		if p.exited() {
 			cancel()
+			if p.err != nil && p.res.Class == sandbox.ClassInfraError {
+				// The sandbox could not run it: not the pack's fault.
+				return fmt.Errorf("policy sidecar: starting the policy process: %w", p.err)
+			}
 			return fmt.Errorf("%w: %s", ErrStart, p.why())
 		}
 		hctx, hcancel := context.WithTimeout(ctx, time.Until(deadline))
