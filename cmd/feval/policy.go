@@ -45,7 +45,7 @@ func policyTryCommand(a *appEnv) *cli.Command {
 			&cli.StringFlag{Name: "task", Usage: "digest, prefix or tag of the task whose " + meter.TaskConfigFile + " configures the meter"},
 			&cli.StringFlag{Name: "config", Usage: "a meter configuration file instead of a task (format " + meter.ConfigFormat + ")"},
 			&cli.StringFlag{Name: "upstream", Usage: "base URL that replaces every model's upstream (default: the fixture upstream, in process)"},
-			&cli.StringFlag{Name: "models", Usage: "the allowlist file of the reference configuration, one model a line", Value: "fixtures/scenarios/models.txt"},
+			&cli.StringFlag{Name: "models", Usage: "an allowlist file (one model a line) for the reference configuration (default: the reference task's 8 models)"},
 		}, st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -55,8 +55,8 @@ func policyTryCommand(a *appEnv) *cli.Command {
 			}
 			o := policyTryOptions{Pack: c.Args().First(), Task: c.String("task"), ConfigFile: c.String("config"),
 				Upstream: c.String("upstream"), Models: c.String("models")}
-			if o.Task != "" && o.ConfigFile != "" {
-				return usagef("give at most one of --task and --config")
+			if n := btoi(o.Task != "") + btoi(o.ConfigFile != "") + btoi(o.Models != ""); n > 1 {
+				return usagef("give at most one of --task, --config and --models")
 			}
 			res, err := runPolicyTry(c.Context, st, o)
 			if err != nil {
@@ -119,14 +119,20 @@ func runPolicyTry(ctx context.Context, st *storeOptions, o policyTryOptions) (po
 			return policy.TryResult{}, usagef("task %s: %v", task.Digest, err)
 		}
 	default:
-		b, err := os.ReadFile(o.Models)
-		if err != nil {
-			return policy.TryResult{}, usagef("--models: %v (run from the repository, or give --models, --config or --task)", err)
-		}
 		var models []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" {
-				models = append(models, l)
+		if o.Models == "" {
+			for _, m := range upstream.Models { // the reference allowlist, in its order
+				models = append(models, m.Name)
+			}
+		} else {
+			b, err := os.ReadFile(o.Models)
+			if err != nil {
+				return policy.TryResult{}, usagef("--models: %v", err)
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					models = append(models, l)
+				}
 			}
 		}
 		cfg = meter.ReferenceConfig(models, "http://unset.invalid/v1")
@@ -149,4 +155,11 @@ func runPolicyTry(ctx context.Context, st *storeOptions, o policyTryOptions) (po
 		mopts.Upstream = url
 	}
 	return policy.Try(ctx, pack, cfg, mopts, policy.Options{}, policy.SampleRequests())
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -29,7 +29,7 @@ func TestPolicyTry(t *testing.T) {
 		{"server", "server", ""},
 	} {
 		var out, errb bytes.Buffer
-		code := run([]string{"feval", "policy", "try", "--json", "--models", models,
+		code := run([]string{"feval", "policy", "try", "--json",
 			filepath.Join("..", "..", "fixtures", "policies", c.pack, "pack")}, strings.NewReader(""), &out, &errb)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", c.pack, code, errb.String())
@@ -54,7 +54,14 @@ func TestPolicyTry(t *testing.T) {
 			t.Errorf("%s: cost %d vs %d, route of the tool turn %q", c.pack, sum, res.CostMicroUSD, res.Requests[1].Route)
 		}
 	}
+	// The reference allowlist from a file gives the same pack the same result;
+	// two sources of configuration are a usage error.
 	var out, errb bytes.Buffer
+	if code := run([]string{"feval", "policy", "try", "--models", models, "--config", "meter.json", "x"}, strings.NewReader(""), &out, &errb); code != exitUsage ||
+		!strings.Contains(errb.String(), "--task, --config and --models") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
 	code := run([]string{"feval", "policy", "try", "--models", models, filepath.Join("..", "..", "fixtures", "policies")},
 		strings.NewReader(""), &out, &errb)
 	if code != exitRejected || !strings.Contains(errb.String(), "invalid scenario pack") || strings.Count(errb.String(), "\n") != 1 {
