@@ -162,3 +162,32 @@ func compactJSON(b []byte) []byte {
 	json.Compact(&out, b)
 	return out.Bytes()
 }
+
+// TestPatterns: every pattern the gate accepts has its expression here, and
+// each matches what POLICY.md says it does.
+func TestPatterns(t *testing.T) {
+	if len(gate.Patterns) != len(PatternExpressions) {
+		t.Fatalf("gate has %d patterns, the sidecar %d", len(gate.Patterns), len(PatternExpressions))
+	}
+	cases := map[string][2]string{
+		"code":         {"see\n```go\nx := 1\n```", "inline `code` only"},
+		"diff":         {"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@", "a -- b"},
+		"error":        {"Traceback (most recent call last):", "all green"},
+		"failing_test": {"FAILED tests/test_x.py::test_y", "42 passed"},
+		"path":         {"look at src/parser.py please", "no file here."},
+		"question":     {"does it work? ", "it works."},
+	}
+	for _, p := range gate.Patterns {
+		if _, ok := PatternExpressions[p]; !ok {
+			t.Errorf("pattern %s has no expression", p)
+		}
+		c, ok := cases[p]
+		if !ok {
+			t.Errorf("pattern %s has no test case", p)
+			continue
+		}
+		if !patterns[p].MatchString(c[0]) || patterns[p].MatchString(c[1]) {
+			t.Errorf("pattern %s: %q should match, %q should not", p, c[0], c[1])
+		}
+	}
+}
