@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream reliability
 
 all: build
 
@@ -91,6 +91,14 @@ bench: build tools debian-deps
 
 fuzz:
 	./scripts/fuzz.sh
+
+# The long reliability suite (docs/RELIABILITY.md): SIGKILL at random points of
+# pack, push, pull and commit, 32 concurrent committers through the CLI, and
+# longer runs of the fault-proxy and hostile-store tests. 'make test' runs the
+# fast part of each.
+reliability: debian-deps build tools
+	FEVAL_RELIABILITY=1 $(GO) test -timeout 90m -run 'Fault|Flipped|Stalled|Concurrent|Hostile|Irregular' -count=1 -v ./cas
+	FEVAL_RELIABILITY=1 $(GO) test -tags reliability -timeout 90m -run 'Reliability|RegistryFaults|Hostile|DamagedIndex|ExitCodeClasses' -count=1 -v ./cmd/feval
 
 clean:
 	rm -rf $(BIN)
