@@ -179,3 +179,34 @@ def route(request, call):
 		t.Fatalf("%s, receipts %+v", body, e.m.Recorder().Receipts())
 	}
 }
+
+// TestAttribution: a sandboxed policy that names another scenario in its
+// call's headers is still charged to its own.
+func TestAttribution(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, upstream.Options{}, meter.Options{})
+	pack := loadPack(t, writePack(t, map[string]string{"policy.py": `
+import http.client, json, socket
+
+class Meter(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect("/run/feval.sock")
+
+def route(request, call):
+    c = Meter("meter")
+    body = {"model": "gpt-oss-120b", "messages": request["messages"]}
+    c.request("POST", "/v1/chat/completions", json.dumps(body),
+              {"Content-Type": "application/json", "Feval-Scenario": "someone-else"})
+    r = c.getresponse()
+    return json.loads(r.read())["choices"][0]["message"]
+`}))
+	s := e.start(t, pack, policy.Options{})
+	if code, body := post(t, s, map[string]any{"messages": msgs("user", "x")}); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	rs := e.m.Recorder().Receipts()
+	if len(rs) != 1 || rs[0].Scenario != e.sc.ID() {
+		t.Fatalf("receipts %+v", rs)
+	}
+}
