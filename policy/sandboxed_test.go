@@ -210,3 +210,41 @@ def route(request, call):
 		t.Fatalf("receipts %+v", rs)
 	}
 }
+
+// TestPythonReturnForms: a generator route streams its pieces (or joins them
+// for a plain request), a message dict keeps its tool calls, and the route
+// name reported by route_name lands in the request record.
+func TestPythonReturnForms(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, upstream.Options{}, meter.Options{})
+	pack := loadPack(t, writePack(t, map[string]string{"policy.py": `
+from feval_policy import route_name
+
+def pieces():
+    yield "hello "
+    yield "world"
+
+def route(request, call):
+    if request.has_tools:
+        route_name("tools")
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\": \"ls\"}"}}]}
+    route_name("words")
+    return pieces()
+`}))
+	s := e.start(t, pack, policy.Options{})
+	_, plain := post(t, s, map[string]any{"messages": msgs("user", "x")})
+	_, streamed := post(t, s, map[string]any{"messages": msgs("user", "x"), "stream": true})
+	_, tools := post(t, s, map[string]any{"messages": msgs("user", "x"), "tools": shellTool, "stream": true})
+	if answerText(plain) != "hello world" || answerText(streamed) != "hello world" ||
+		!strings.Contains(string(streamed), `"content":"hello "`) {
+		t.Fatalf("plain %s\nstreamed %s", plain, streamed)
+	}
+	if !strings.Contains(string(tools), `"tool_calls"`) || !strings.Contains(string(tools), `"finish_reason":"tool_calls"`) {
+		t.Fatalf("tools %s", tools)
+	}
+	recs := s.Requests()
+	if recs[0].Route != "words" || recs[2].Route != "tools" || len(s.Failures()) != 0 {
+		t.Fatalf("records %+v", recs)
+	}
+}
