@@ -385,6 +385,9 @@ func (e *sandboxEngine) relayStream(ctx context.Context, p *proc, x *exchange, r
 				done = true
 				continue
 			}
+			if f := streamError(data); f != nil {
+				return f
+			}
 			if err := asm.add(data); err != nil {
 				return &Failure{Kind: FailMalformed, Message: err.Error()}
 			}
@@ -402,6 +405,28 @@ func (e *sandboxEngine) relayStream(ctx context.Context, p *proc, x *exchange, r
 	_ = a
 	x.relay([]byte("data: [DONE]\n\n"))
 	return nil
+}
+
+// streamError reads an error event of a stream (an object with an "error"
+// member, as the SDK writes when a streaming route raises) as a failure.
+func streamError(data []byte) *Failure {
+	f := objectFields(data)
+	if f == nil || f["error"] == nil || !json.Valid(data) {
+		return nil
+	}
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	json.Unmarshal(f["error"], &e)
+	kind := FailRaised
+	if e.Code == "policy_malformed_output" {
+		kind = FailMalformed
+	}
+	if e.Message == "" {
+		e.Message = "the policy ended its stream with an error: " + clip(f["error"], 200)
+	}
+	return &Failure{Kind: kind, Message: e.Message}
 }
 
 // assembler rebuilds a message from stream chunks.

@@ -224,7 +224,13 @@ def pieces():
     yield "hello "
     yield "world"
 
+def broken():
+    yield "half "
+    raise RuntimeError("lost the thread")
+
 def route(request, call):
+    if "break" in request["messages"][-1]["content"]:
+        return broken()
     if request.has_tools:
         route_name("tools")
         return {"role": "assistant", "content": None, "tool_calls": [
@@ -246,5 +252,13 @@ def route(request, call):
 	recs := s.Requests()
 	if recs[0].Route != "words" || recs[2].Route != "tools" || len(s.Failures()) != 0 {
 		t.Fatalf("records %+v", recs)
+	}
+	// A streaming route that raises midway: the piece already sent, then the
+	// error event; recorded as raised.
+	code, broken := post(t, s, map[string]any{"messages": msgs("user", "break"), "stream": true})
+	f := s.Failures()
+	if code != 200 || !strings.Contains(string(broken), `"half "`) || !strings.Contains(string(broken), "policy_raised") ||
+		len(f) != 1 || f[0].Kind != policy.FailRaised || !strings.Contains(f[0].Message, "RuntimeError: lost the thread") {
+		t.Fatalf("%d %s %+v", code, broken, f)
 	}
 }
