@@ -258,3 +258,8 @@ echo
 echo "## Meter: p50 overhead and throughput against the fixture upstream called directly"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 go test -run '^$' -bench 'BenchmarkMeter$' -benchtime 3000x -count 3 ./meter/
+
+echo
+echo "## Policy sidecar: policy.json decision, per-form overhead, policy.py start"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+go test -run '^$' -bench . -benchtime 3s -count 3 ./policy/

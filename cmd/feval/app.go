@@ -68,6 +68,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			manCommand(a),
 			meterCommand(a),
 			serveCommand(a),
+			policyCommand(a),
 		},
 	}
 	applyConventions(app)

@@ -9,9 +9,11 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/policy"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/replay"
+	"github.com/feval/feval/sandbox"
 )
 
 // Exit codes. They are part of feval's interface: scripts test them.
@@ -64,9 +66,9 @@ func exitCode(err error) int {
 		errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry):
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
-		errors.Is(err, rollouts.ErrTask):
+		errors.Is(err, rollouts.ErrTask), errors.Is(err, policy.ErrPack), errors.Is(err, policy.ErrStart):
 		return exitRejected
-	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry):
+	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry), errors.Is(err, sandbox.ErrUnavailable):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
