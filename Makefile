@@ -40,9 +40,10 @@ debian-deps:
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
+	[ -f /usr/lib/python3/dist-packages/torch/__init__.py ] || need="$$need python3-torch"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
 	fi
 
 # Every test: unit, conformance against a real registry, CLI scripts, interop
