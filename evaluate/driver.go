@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/feval/feval/bundle"
@@ -56,10 +57,16 @@ func (o Options) Driver(name string) (Driver, error) {
 	return nil, fmt.Errorf("protocol %q has no evaluation driver in this feval", name)
 }
 
+// ErrOptions reports an evaluation that lacks an option its protocol needs.
+var ErrOptions = errors.New("missing evaluation option")
+
 type rolloutsDriver struct{ p rollouts.Params }
 
 func (d rolloutsDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
 	p := d.p
+	if p.Beacon.Value == "" || p.Beacon.Source == "" {
+		return nil, fmt.Errorf("%w: a rollouts audit needs --beacon and --beacon-source", ErrOptions)
+	}
 	p.Sequence = c.Sequence
 	return rollouts.Decide(ctx, c.Store, c.Refs, c.Entry, p)
 }

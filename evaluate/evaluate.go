@@ -35,6 +35,9 @@ type Request struct {
 type Outcome struct {
 	Verdict  Verdict            `json:"verdict"`
 	Artifact ocispec.Descriptor `json:"artifact"`
+	// Evidence are the artifacts the verdict names beyond the shared inputs
+	// (checkpoints), to publish with it.
+	Evidence []ocispec.Descriptor `json:"evidence"`
 }
 
 // Evaluate runs a validator's evaluation of one reveal: it collects the round
@@ -103,7 +106,23 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Verdict: v, Artifact: desc}, l.Flush()
+	out := Outcome{Verdict: v, Artifact: desc, Evidence: []ocispec.Descriptor{}}
+	art, err := bundle.Load(ctx, l, desc)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ds, err := driver.Evidence(art)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, d := range ds {
+		e, err := l.Resolve(ctx, d.String())
+		if err != nil {
+			return Outcome{}, fmt.Errorf("evidence %s: %w", d, err)
+		}
+		out.Evidence = append(out.Evidence, e)
+	}
+	return out, l.Flush()
 }
 
 // nextSequence returns the validator's next verdict sequence number, kept in the

@@ -157,8 +157,10 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			k.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
-			if err := bo.Parse(c); err != nil {
-				return err
+			if c.String("beacon") != "" || c.String("beacon-source") != "" {
+				if err := bo.Parse(c); err != nil {
+					return err
+				}
 			}
 			if err := clk.Parse(c); err != nil {
 				return err
@@ -193,13 +195,18 @@ func evaluateCommand(a *appEnv) *cli.Command {
 				req.Source = src
 			}
 			res, err := evaluate.Evaluate(c.Context, l, s, req)
-			if errors.Is(err, evaluate.ErrTaskMismatch) {
+			if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, evaluate.ErrOptions) {
 				return usagef("%v", err)
 			}
 			if err != nil {
 				return err
 			}
 			if dst != nil {
+				for _, e := range res.Evidence {
+					if err := publish(c.Context, l, dst, e, "evidence"); err != nil {
+						return err
+					}
+				}
 				if err := publish(c.Context, l, dst, res.Artifact, "verdict"); err != nil {
 					return err
 				}
