@@ -253,3 +253,7 @@ go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/r
 echo
 echo "## Sandbox: start-up of /bin/true, feval against bwrap (200 runs)"
 go test -run '^$' -bench 'StartTrue' -benchtime 200x ./sandbox/
+
+echo
+echo "## Optimizer: training steps/s in the sandbox against python3 directly, held-out evaluation"
+go test -run '^$' -bench 'BenchmarkTraining' -benchtime 5x ./protocol/optimizer/

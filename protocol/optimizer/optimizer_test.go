@@ -289,3 +289,32 @@ func loadRecorded(w *world, d digest.Digest) ([]byte, optimizer.CheckpointRecord
 	b, err := bundleRead(w, art)
 	return b, rec, err
 }
+
+// TestSubmissionFailures: an optimizer that raises, and one that exceeds the
+// memory limit, each get a clear verdict reason.
+func TestSubmissionFailures(t *testing.T) {
+	w := newWorld(t, nil)
+	cases := []struct {
+		name, step, reason, detail string
+		memory                     int64
+	}{
+		{"raises", "        return 1 / 0\n", optimizer.RunCrashed, "ZeroDivisionError", 0},
+		{"out-of-memory", "        self.hoard = torch.ones(384, 1024, 1024)\n        return None\n", optimizer.RunOutOfMemory, "memory limit", 768 << 20},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w.t = t
+			dir := t.TempDir()
+			src := "import torch\nfrom torch.optim import Optimizer\n\n\nclass Failing(Optimizer):\n" +
+				"    def __init__(self, params, lr=0.01):\n        super().__init__(params, dict(lr=lr))\n\n" +
+				"    @torch.no_grad()\n    def step(self, closure=None):\n" + c.step
+			if err := os.WriteFile(filepath.Join(dir, "optimizer.py"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := w.evaluate(w.submit(dir), evaluate.Options{Optimizer: optimizer.Params{Machine: optimizer.Machine{MemoryBytes: c.memory}}})
+			if v.Status != protocol.VerdictRejected || v.Reason != c.reason || !strings.Contains(v.Detail, c.detail) {
+				t.Fatalf("%s %s %q, want rejected %s mentioning %q", v.Status, v.Reason, v.Detail, c.reason, c.detail)
+			}
+		})
+	}
+}
