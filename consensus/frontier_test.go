@@ -45,8 +45,8 @@ func TestRunsFromVerdicts(t *testing.T) {
 	verdict := func(s *bundle.Signer, m int, status, seen string, losses ...int64) {
 		e := w.miners[m]
 		v := optimizer.Verdict{VerdictHead: protocol.VerdictHead{Protocol: "optimizer", Status: status,
-			Submission: e.submission.Digest,
-			Inputs:     protocol.Inputs{Task: w.task.Digest, Round: w.round.Digest, Reveal: e.reveal.Digest, Miner: e.key.Public().Fingerprint},
+			Submission:  e.submission.Digest,
+			Inputs:      protocol.Inputs{Task: w.task.Digest, Round: w.round.Digest, Reveal: e.reveal.Digest, Miner: e.key.Public().Fingerprint},
 			RevealCheck: protocol.RevealCheck{Status: protocol.StatusAccepted, RevealSeen: protocol.Seen{Time: seen}}},
 			BarMicroNats: optask.ReferenceBaseline, FloorMicroNats: 1000, Runs: []optimizer.Run{}}
 		for i, l := range losses {
