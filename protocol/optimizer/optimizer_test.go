@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/fixtures/optask"
 	"github.com/feval/feval/protocol"
@@ -191,6 +192,9 @@ func TestInfraError(t *testing.T) {
 	if v.Status != protocol.VerdictInfraError || v.Reason != optimizer.RunInfra {
 		t.Fatalf("%s %s %q, want infra_error", v.Status, v.Reason, v.Detail)
 	}
+	if strings.Contains(v.Detail, "/") {
+		t.Errorf("a host path reached the verdict: %q", v.Detail)
+	}
 }
 
 // TestReplayRetrain replays a confirmed verdict by recomputing the held-out
@@ -208,6 +212,26 @@ func TestReplayRetrain(t *testing.T) {
 	}
 	if res.Outcome != replay.Identical {
 		t.Fatalf("retrain: %s %+v", res.Outcome, res.Diffs)
+	}
+	// A validator that signs a better loss than its checkpoint gives is caught.
+	forged := v
+	forged.Runs = append([]optimizer.Run(nil), v.Runs...)
+	better := loss(v.Runs[0]) - 1
+	forged.Runs[0].HeldOutLossMicroNats = &better
+	sub, err := w.validator.Resolve(w.ctx, v.Submission.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := bundle.WriteSigned(w.ctx, w.validator, w.key, bundle.Artifact{Kind: protocol.KindVerdict, Record: forged, Subject: &sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = replay.Run(w.ctx, w.validator, fd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != replay.Differs || len(res.Diffs) != 1 || res.Diffs[0].Path != "runs[0].held_out_loss_micro_nats" {
+		t.Fatalf("forged loss: %s %+v", res.Outcome, res.Diffs)
 	}
 	// A trainer that runs one step fewer than asked cannot reproduce the
 	// checkpoint: the retrain names the first differing tensor.

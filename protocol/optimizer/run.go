@@ -142,7 +142,7 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 	})
 	t := Training{Sandbox: res}
 	if err != nil {
-		t.Status, t.Detail = RunInfra, "sandbox unavailable: "+oneLine(err.Error())
+		t.Status, t.Detail = RunInfra, infraDetail(err)
 		return t, nil
 	}
 	if res.Unsandboxed {
@@ -151,7 +151,7 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 	}
 	switch res.Class {
 	case sandbox.ClassInfraError:
-		t.Status, t.Detail = RunInfra, "sandbox: "+oneLine(res.Detail)
+		t.Status, t.Detail = RunInfra, "sandbox infrastructure failure"
 		return t, nil
 	case sandbox.ClassViolation:
 		t.Status, t.Detail = RunViolation, "denied system call "+res.Violation
@@ -260,7 +260,7 @@ func (m Machine) Evaluate(ctx context.Context, spec Spec, taskDir string, checkp
 	h := HeldOut{Sandbox: res}
 	switch {
 	case err != nil:
-		h.Status, h.Detail = RunInfra, "sandbox unavailable: "+oneLine(err.Error())
+		h.Status, h.Detail = RunInfra, infraDetail(err)
 		return h, nil
 	case res.Unsandboxed:
 		h.Status, h.Detail = RunInfra, "the evaluation was not sandboxed"
@@ -323,6 +323,20 @@ func Materialize(fsys fs.FS) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// infraDetail names a sandbox failure without host paths or other details of
+// the validator's machine, which must not reach a verdict.
+func infraDetail(err error) string {
+	var ue *sandbox.UnavailableError
+	var se *sandbox.SetupError
+	switch {
+	case errors.As(err, &ue):
+		return fmt.Sprintf("sandbox unavailable: %s needs %s", ue.Guarantee, ue.Mechanism)
+	case errors.As(err, &se):
+		return "sandbox setup failed: " + se.Stage
+	}
+	return "sandbox unavailable"
 }
 
 func readBounded(p string, limit int64) ([]byte, error) {
