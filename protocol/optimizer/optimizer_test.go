@@ -51,7 +51,7 @@ func TestReferenceSubmissions(t *testing.T) {
 			if l := loss(v.Runs[0]); l > optask.ReferenceBaseline || optask.ReferenceBaseline-l >= v.FloorMicroNats {
 				t.Errorf("the baseline optimizer's loss %d is not within the floor below the baseline %d", l, optask.ReferenceBaseline)
 			}
-		}, false},
+		}, true},
 		{"ref-adamw", func(t *testing.T, v optimizer.Verdict) {
 			if v.Status != protocol.VerdictPassed || v.Outcome != optimizer.OutcomeNotCleared || v.Runs[0].Steps != horizon {
 				t.Fatalf("adamw: %s %s %s", v.Status, v.Reason, v.Outcome)
@@ -72,7 +72,7 @@ func TestReferenceSubmissions(t *testing.T) {
 			if !strings.Contains(v.Detail, "not finite") {
 				t.Errorf("diverge: unclear detail %q", v.Detail)
 			}
-		}, false},
+		}, true},
 		{"evade-12-torch-load", func(t *testing.T, v optimizer.Verdict) {
 			if v.Status != protocol.VerdictRejected || v.Reason != protocol.ReasonGateFailed || len(v.Runs) != 0 {
 				t.Fatalf("gate evasion: %s %s, %d runs", v.Status, v.Reason, len(v.Runs))
@@ -93,6 +93,32 @@ func TestReferenceSubmissions(t *testing.T) {
 			}
 			if res.Outcome != replay.Identical {
 				t.Fatalf("replay %s: %+v", res.Outcome, res.Diffs)
+			}
+		})
+	}
+}
+
+// TestGateEvasionsNeverTrain evaluates every gate evasion fixture: each is
+// rejected by the gate with no training run.
+func TestGateEvasionsNeverTrain(t *testing.T) {
+	w := newWorld(t, nil)
+	dirs, err := filepath.Glob(fixtures("evade-*"))
+	if err != nil || len(dirs) < 40 {
+		t.Fatalf("%d evasion fixtures: %v", len(dirs), err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			w.t = t
+			sub := filepath.Join(t.TempDir(), "sub")
+			if err := os.CopyFS(sub, os.DirFS(dir)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(sub, "expect.json")); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := w.evaluate(w.submit(sub), evaluate.Options{})
+			if v.Status != protocol.VerdictRejected || v.Reason != protocol.ReasonGateFailed || len(v.Runs) != 0 || len(v.Violations) == 0 {
+				t.Fatalf("%s %s, %d runs, %d violations", v.Status, v.Reason, len(v.Runs), len(v.Violations))
 			}
 		})
 	}

@@ -103,7 +103,8 @@ func newWorld(t *testing.T, edit func(dir string)) *world {
 }
 
 // submit commits and reveals the submission in dir from a fresh miner and
-// returns the reveal.
+// returns the reveal. Like 'feval commit --skip-gate-check' it does not run
+// the gate, so gate evasions reach the validator.
 func (w *world) submit(dir string) ocispec.Descriptor {
 	t := w.t
 	t.Helper()
