@@ -48,7 +48,7 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 		v, err := Decide(ctx, c, Params{})
 		return v, nil, err
 	}
-	w, err := open(ctx, c, opts.Retrain)
+	w, err := openWorkspace(ctx, c, opts.Retrain)
 	if err != nil {
 		return Verdict{}, nil, err
 	}

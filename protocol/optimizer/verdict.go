@@ -140,7 +140,7 @@ func (w *workspace) close() {
 	}
 }
 
-func open(ctx context.Context, c Case, withSubmission bool) (*workspace, error) {
+func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace, error) {
 	taskFS, err := protocol.LoadTaskFS(ctx, c.Store, c.Refs.Task)
 	if err != nil {
 		return nil, err
@@ -199,7 +199,7 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 		v.Status, v.Reason, v.Violations = protocol.VerdictRejected, c.Entry.Reason, c.Entry.Violations
 		return v, nil
 	}
-	w, err := open(ctx, c, true)
+	w, err := openWorkspace(ctx, c, true)
 	if err != nil {
 		return Verdict{}, err
 	}
