@@ -45,6 +45,9 @@ type Result struct {
 	Signers    []string      `json:"signers"`
 	Status     string        `json:"status"` // the verdict's status, as regenerated
 	Diffs      []Diff        `json:"diffs"`
+	// Checks are what the driver re-derived outside the record and found
+	// equal (for example retrained checkpoints).
+	Checks []Diff `json:"checks"`
 }
 
 // Fetch copies a verdict and everything it depends on from src into l: the
@@ -130,7 +133,7 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 // bundle.ErrVerify; a verdict that verifies but regenerates differently, or
 // whose driver reports findings, is a Result with Outcome Differs.
 func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
-	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}}
+	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
@@ -193,7 +196,12 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 	}
 	res.Recomputed = enc.Desc.Digest
 	for _, f := range findings {
-		res.Diffs = append(res.Diffs, Diff(f))
+		d := Diff{Path: f.Path, Recorded: f.Recorded, Recomputed: f.Recomputed}
+		if f.Equal {
+			res.Checks = append(res.Checks, d)
+		} else {
+			res.Diffs = append(res.Diffs, d)
+		}
 	}
 	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical

@@ -288,6 +288,9 @@ func replayCommand(a *appEnv) *cli.Command {
 			}
 			if err := a.render(out, res, func(w *tabw) {
 				w.line("%s %s (status %s, signed by %s)", res.Outcome, res.Verdict, res.Status, fingerprints(res.Signers))
+				for _, ch := range res.Checks {
+					w.line("checked %s: %s", ch.Path, ch.Recomputed)
+				}
 				if res.Outcome == replay.Differs {
 					w.line("recomputed %s", res.Recomputed)
 					w.row("PATH", "RECORDED", "RECOMPUTED")

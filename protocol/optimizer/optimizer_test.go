@@ -236,8 +236,8 @@ func TestReplayRetrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != replay.Identical {
-		t.Fatalf("retrain: %s %+v", res.Outcome, res.Diffs)
+	if res.Outcome != replay.Identical || len(res.Checks) != 2 || !strings.Contains(res.Checks[1].Recomputed, "bitwise equal") {
+		t.Fatalf("retrain: %s %+v %+v", res.Outcome, res.Diffs, res.Checks)
 	}
 	// A validator that signs a better loss than its checkpoint gives is caught.
 	forged := v
