@@ -209,9 +209,30 @@ func TestBadCheckpoints(t *testing.T) {
 	}
 }
 
-// TestInfraError: a validator without the interpreter gets infra_error, never
-// a rejection of the submission.
+// TestInfraError: a validator without the interpreter, or whose Python lacks
+// a module the trainer imports before the submission (as when python3-torch
+// is missing), gets infra_error, never a rejection of the submission.
 func TestInfraError(t *testing.T) {
+	t.Run("missing-module", func(t *testing.T) {
+		w := newWorld(t, func(dir string) {
+			p := filepath.Join(dir, "train.py")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := strings.Replace(string(b), "import torch  # noqa: E402\n", "import torch  # noqa: E402\nimport feval_missing_module  # noqa: E402\n", 1)
+			if src == string(b) {
+				t.Fatal("the trainer's imports moved")
+			}
+			if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+		v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
+		if v.Status != protocol.VerdictInfraError || !strings.Contains(v.Detail, "No module named 'feval_missing_module'") {
+			t.Fatalf("%s %s %q, want infra_error naming the module", v.Status, v.Reason, v.Detail)
+		}
+	})
 	w := newWorld(t, nil)
 	v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))),
 		evaluate.Options{Optimizer: optimizer.Params{Machine: optimizer.Machine{Python: "/usr/bin/python3-missing"}}})
