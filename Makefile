@@ -14,14 +14,14 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
 
 all: build
 
 build: $(FEVAL)
 
 $(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
-	$(GO) build -o $@ ./cmd/feval
+	$(GO) build -buildvcs=auto -o $@ ./cmd/feval
 
 tools: $(TOOLS)
 
@@ -34,13 +34,19 @@ $(BIN)/oras:
 $(BIN)/cosign:
 	GOBIN=$(BIN) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
 
-# System packages from Debian that tests and the demo use.
+# System packages from Debian that tests and the demo use: Python with torch
+# (optimizer training), pytest (hidden scenario tests), nltk (the IFEval
+# reference oracle) and cryptography (the second verifier).
+DEBIAN_PYTHON := python3-torch python3-pytest python3-nltk python3-cryptography
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
-	[ -f /usr/lib/python3/dist-packages/torch/__init__.py ] || need="$$need python3-torch"; \
+	for p in $(DEBIAN_PYTHON); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
+	done; \
+	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
@@ -57,7 +63,7 @@ lint: $(BIN)/staticcheck
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-test: debian-deps build tools lint
+test: debian-deps build tools lint node-deps
 	$(GO) test -race -timeout 30m $$($(GO) list ./... | grep -v '/cmd/feval$$')
 	$(GO) test -timeout 30m ./cmd/feval
 
@@ -71,6 +77,18 @@ $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 
 $(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genoptask
+
+# The official openai npm client that the meter's tests drive, pinned by its
+# lockfile.
+node-deps: debian-deps
+	cd meter/testdata/openai-client && npm ci --no-audit --no-fund
+
+# The fixture upstream (deterministic stand-ins for the allowlisted model APIs)
+# for the demo and for trying 'feval meter serve' by hand.
+fixture-upstream: $(BIN)/fixture-upstream
+
+$(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
 
 bench: build tools debian-deps
 	./scripts/bench.sh

@@ -3,6 +3,8 @@ module github.com/feval/feval
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
+	github.com/cloudflare/circl v1.6.5
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/klauspost/compress v1.20.4
 	github.com/landlock-lsm/go-landlock v0.11.2

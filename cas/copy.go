@@ -36,7 +36,7 @@ type CopyOptions struct {
 	Referrers bool
 	// Subjects follows subject links upward from every copied manifest.
 	Subjects bool
-	// Progress receives byte counts; nil means NoProgress.
+	// Progress receives byte counts; nil means the context's (WithProgress).
 	Progress Progress
 }
 
@@ -51,10 +51,7 @@ type CopyResult struct {
 // subjects before referrers, so dst never holds a manifest whose content it lacks.
 // Content dst already has is not transferred again.
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
-	prog := opts.Progress
-	if prog == nil {
-		prog = NoProgress
-	}
+	prog := progressOr(ctx, opts.Progress)
 	p := &planner{ctx: ctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}}
 	if err := p.visit(root); err != nil {
 		return CopyResult{}, err

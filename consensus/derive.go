@@ -239,6 +239,9 @@ func validSigners(ctx context.Context, st cas.Store, target ocispec.Descriptor, 
 // verdictMeta is what a verdict says it is about.
 type verdictMeta struct {
 	reveal, submission digest.Digest
+	// unverifiedBeacon: the verdict's audit sample was drawn from a plain
+	// beacon value, not a verified drand round.
+	unverifiedBeacon bool
 }
 
 // votes turns one verdict into votes: one per valid signer, or one excluded vote
@@ -258,7 +261,7 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 	case err != nil || v.Protocol != round.rec.Protocol:
 		base.Exclude = ReasonMalformed
 	default:
-		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission}
+		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission, unverifiedBeacon: v.Audit != nil && !v.Audit.Beacon.Verified}
 		base.Sequence, base.Status = v.Sequence, scoring.Status(v.Status)
 		// The vote's key is its entry; a verdict about another round, reveal or
 		// submission keeps a key no entry has, and scoring excludes it as stale.

@@ -5,18 +5,37 @@ package evaluate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 
 	"github.com/feval/feval/gate"
+	"github.com/feval/feval/internal/strictjson"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
 )
 
-// ScenarioTask is the part of a scenarios task's task.json the gate needs.
+// ScenarioTask is a scenarios task's task.json:
+// {"models":[<allowlisted model names>],"protocol":"scenarios"}, read strictly
+// (exact names, no other fields).
 type ScenarioTask struct {
-	Models []string `json:"models"`
+	Models   []string `json:"models"`
+	Protocol string   `json:"protocol"`
+}
+
+// loadScenarioTask reads and checks a scenarios task.json.
+func loadScenarioTask(task fs.FS) (ScenarioTask, error) {
+	b, err := fs.ReadFile(task, "task.json")
+	if err != nil {
+		return ScenarioTask{}, fmt.Errorf("scenarios task: %w", err)
+	}
+	var st ScenarioTask
+	if err := strictjson.Decode(b, &st); err != nil {
+		return st, fmt.Errorf("scenarios task.json: %w", err)
+	}
+	if len(st.Models) == 0 || st.Protocol != "scenarios" {
+		return st, fmt.Errorf("scenarios task.json must list the allowed models and say \"protocol\": \"scenarios\"")
+	}
+	return st, nil
 }
 
 // Gate runs the static gate of protocol over a submission tree. It never
@@ -26,13 +45,9 @@ func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation
 	case "optimizer":
 		return gate.Optimizer(sub, gate.DefaultOptimizerLimits())
 	case "scenarios":
-		b, err := fs.ReadFile(task, "task.json")
+		st, err := loadScenarioTask(task)
 		if err != nil {
-			return nil, fmt.Errorf("scenarios task: %w", err)
-		}
-		var st ScenarioTask
-		if err := json.Unmarshal(b, &st); err != nil || len(st.Models) == 0 {
-			return nil, fmt.Errorf("scenarios task.json must list the allowed models")
+			return nil, err
 		}
 		return gate.Scenarios(sub, st.Models, gate.DefaultScenarioLimits())
 	case "rollouts":
@@ -55,15 +70,8 @@ func ValidateTask(protocol string, task fs.FS) error {
 		_, err := rollouts.LoadTask(task)
 		return err
 	case "scenarios":
-		b, err := fs.ReadFile(task, "task.json")
-		if err != nil {
-			return fmt.Errorf("scenarios task: %w", err)
-		}
-		var st ScenarioTask
-		if err := json.Unmarshal(b, &st); err != nil || len(st.Models) == 0 {
-			return fmt.Errorf("scenarios task.json must list the allowed models")
-		}
-		return nil
+		_, err := loadScenarioTask(task)
+		return err
 	case "optimizer":
 		_, err := optimizer.LoadTask(task)
 		return err

@@ -33,3 +33,20 @@ func TestGateDispatch(t *testing.T) {
 		t.Fatal("an unknown protocol was accepted")
 	}
 }
+
+// TestScenarioTaskStrict: a scenarios task.json is read with exact names.
+func TestScenarioTaskStrict(t *testing.T) {
+	good := `{"protocol": "scenarios", "models": ["deepseek-v3.1"]}`
+	if err := ValidateTask("scenarios", fstest.MapFS{"task.json": {Data: []byte(good)}}); err != nil {
+		t.Fatalf("a scenarios task: %v", err)
+	}
+	for name, in := range map[string]string{
+		"models in another case": `{"protocol": "scenarios", "Models": ["deepseek-v3.1"]}`,
+		"an unknown field":       `{"protocol": "scenarios", "models": ["deepseek-v3.1"], "budget": 3}`,
+		"another protocol":       `{"protocol": "rollouts", "models": ["deepseek-v3.1"]}`,
+	} {
+		if err := ValidateTask("scenarios", fstest.MapFS{"task.json": {Data: []byte(in)}}); err == nil {
+			t.Errorf("%s: %s was accepted", name, in)
+		}
+	}
+}

@@ -135,8 +135,7 @@ func (c Commitment) Validate() error {
 
 // Validate checks a reveal record's form.
 func (r Reveal) Validate() error {
-	salt, err := hex.DecodeString(r.Salt)
-	if err != nil || len(salt) != SaltSize || !validHash(r.Commitment) || r.Round.Validate() != nil ||
+	if !lowerHex(r.Salt, SaltSize) || !validHash(r.Commitment) || r.Round.Validate() != nil ||
 		r.Submission.Validate() != nil || !validFingerprint(r.Miner) {
 		return fmt.Errorf("reveal record: %w", ErrMalformed)
 	}
@@ -154,12 +153,21 @@ func validHash(s string) bool {
 	return err == nil && d.Algorithm() == digest.SHA256
 }
 
-func validFingerprint(s string) bool {
-	if len(s) != 64 {
+func validFingerprint(s string) bool { return lowerHex(s, 32) }
+
+// lowerHex reports whether s is exactly n bytes in lower-case hex: one
+// spelling per value, so that no two records differ only in the case of a hex
+// digit.
+func lowerHex(s string, n int) bool {
+	if len(s) != 2*n {
 		return false
 	}
-	_, err := hex.DecodeString(s)
-	return err == nil
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // LoadAs loads an artifact and decodes its record, requiring the given kind.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -29,6 +30,10 @@ const (
 
 // ErrUntrusted reports a verdict signed by none of the keys the auditor trusts.
 var ErrUntrusted = errors.New("verdict is not signed by a trusted validator key")
+
+// ErrNoTrustedKeys reports a replay asked to trust no key: a replay decides
+// on the auditor's keys, never on whoever signed.
+var ErrNoTrustedKeys = errors.New("no trusted keys given")
 
 // Diff is one difference between the recorded and the regenerated verdict.
 type Diff struct {
@@ -48,6 +53,9 @@ type Result struct {
 	// Checks are what the driver re-derived outside the record and found
 	// equal (for example retrained checkpoints).
 	Checks []Diff `json:"checks"`
+	// Skipped lists the verdict's signatures that did not count (not by a
+	// trusted key, or not readable as feval signatures).
+	Skipped []bundle.SignatureCheck `json:"skipped"`
 }
 
 // Fetch copies a verdict and everything it depends on from src into l: the
@@ -127,24 +135,28 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 }
 
 // RunWith replays the verdict held in st through its protocol's driver,
-// configured by opts (for example an optimizer replay that retrains). trusted,
-// when not empty, are the validator keys the auditor accepts; the verdict must
-// be signed by one of them. Verification failures are errors wrapping
-// bundle.ErrVerify; a verdict that verifies but regenerates differently, or
-// whose driver reports findings, is a Result with Outcome Differs.
+// configured by opts (for example an optimizer replay that retrains). trusted
+// are the validator keys the auditor accepts: the verdict must carry a
+// signature by one of them, and signatures by other keys or in other formats
+// are reported in Result.Skipped and otherwise ignored. With no trusted keys
+// RunWith refuses (ErrNoTrustedKeys); a verdict no trusted key signed is an
+// error wrapping ErrUntrusted and bundle.ErrVerify that names the keys that
+// did sign. Verification failures are errors wrapping bundle.ErrVerify; a
+// verdict that verifies but regenerates differently, or whose driver reports
+// findings, is a Result with Outcome Differs.
 func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
-	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}}
+	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Skipped: []bundle.SignatureCheck{}}
+	if len(trusted) == 0 {
+		return res, ErrNoTrustedKeys
+	}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
 	}
-	signers, err := bundle.Signers(ctx, st, art.Desc)
+	signers, skipped, err := TrustedSignatures(ctx, st, art.Desc, trusted)
+	res.Signers, res.Skipped = signers, skipped
 	if err != nil {
-		return res, fmt.Errorf("verdict %s: %w: %v", verdict.Digest, bundle.ErrVerify, err)
-	}
-	res.Signers = signers
-	if len(trusted) > 0 && !anyTrusted(signers, trusted) {
-		return res, fmt.Errorf("%s: %w (signed by %v)", verdict.Digest, ErrUntrusted, short(signers))
+		return res, fmt.Errorf("verdict %s: %w", verdict.Digest, err)
 	}
 	for _, d := range []digest.Digest{recorded.Inputs.Task, recorded.Inputs.Round} {
 		desc, err := st.Resolve(ctx, d.String())
@@ -224,24 +236,44 @@ func hasDigestProblem(rep bundle.Report) bool {
 	return false
 }
 
-func anyTrusted(signers []string, trusted []*bundle.PublicKey) bool {
-	for _, s := range signers {
-		for _, k := range trusted {
-			if k.Fingerprint == s {
-				return true
-			}
+// TrustedSignatures checks the signatures of target against trusted and
+// returns the trusted signers and the signatures that did not count. When no
+// trusted key signed, the error wraps ErrUntrusted and bundle.ErrVerify and
+// names the trusted keys and the keys that did sign (or claim to have).
+func TrustedSignatures(ctx context.Context, st cas.Store, target ocispec.Descriptor, trusted []*bundle.PublicKey) ([]string, []bundle.SignatureCheck, error) {
+	checks, err := bundle.CheckSignatures(ctx, st, target, trusted)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing signatures: %w", err)
+	}
+	skipped := []bundle.SignatureCheck{}
+	for _, c := range checks {
+		if !c.Trusted {
+			skipped = append(skipped, c)
 		}
 	}
-	return false
+	signers := bundle.TrustedSigners(checks)
+	if len(signers) == 0 {
+		fps := make([]string, len(trusted))
+		for i, k := range trusted {
+			fps[i] = k.Fingerprint[:16]
+		}
+		return signers, skipped, &untrustedError{trusted: fps, found: &bundle.UntrustedError{Target: target.Digest, Checks: checks}}
+	}
+	return signers, skipped, nil
 }
 
-func short(fps []string) []string {
-	out := make([]string, len(fps))
-	for i, f := range fps {
-		out[i] = f[:16]
-	}
-	return out
+// untrustedError is a record no trusted key signed: it names the keys trusted
+// and the keys that did sign.
+type untrustedError struct {
+	trusted []string
+	found   *bundle.UntrustedError
 }
+
+func (e *untrustedError) Error() string {
+	return fmt.Sprintf("%v (trusted: %s; %s)", ErrUntrusted, strings.Join(e.trusted, ", "), e.found.Summary())
+}
+
+func (e *untrustedError) Unwrap() []error { return []error{ErrUntrusted, bundle.ErrVerify, e.found} }
 
 // DiffJSON lists the leaves where two JSON documents differ, with their paths
 // ("audit.rows[3].claimed"), sorted by path.

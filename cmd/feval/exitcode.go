@@ -9,6 +9,7 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/replay"
 )
 
@@ -57,9 +58,11 @@ func exitCode(err error) int {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
-		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge):
+		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, protocol.ErrDamaged),
+		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys):
 		return exitUsage
-	case errors.Is(err, protocol.ErrGate):
+	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
+		errors.Is(err, rollouts.ErrTask):
 		return exitRejected
 	case errors.Is(err, cas.ErrUnreachable):
 		return exitUnavailable

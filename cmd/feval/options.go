@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,10 +40,11 @@ type storeOptions struct {
 }
 
 func (o *storeOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore(), DefaultText: "$" + envStore + " or " + defaultStore()}}
+	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore()}}
 }
 
-func (o *storeOptions) Parse(c *cli.Context) { o.Path = c.String("store") }
+// Parse reads --store; an empty value (FEVAL_STORE set but empty) means the default.
+func (o *storeOptions) Parse(c *cli.Context) { o.Path = cmp.Or(c.String("store"), defaultStore()) }
 
 // Open opens the existing local store.
 func (o *storeOptions) Open() (*cas.Layout, error) { return cas.OpenLayout(o.Path) }
@@ -55,10 +57,11 @@ type keyOptions struct {
 var errNoKey = errors.New("no signing key")
 
 func (o *keyOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey(), DefaultText: "$" + envKey + " or " + defaultKey()}}
+	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey()}}
 }
 
-func (o *keyOptions) Parse(c *cli.Context) { o.Path = c.String("key") }
+// Parse reads --key; an empty value (FEVAL_KEY set but empty) means the default.
+func (o *keyOptions) Parse(c *cli.Context) { o.Path = cmp.Or(c.String("key"), defaultKey()) }
 
 // Signer loads and decrypts the signing key.
 func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {

@@ -87,7 +87,7 @@ func TestReferenceSubmissions(t *testing.T) {
 			if !c.replays {
 				return
 			}
-			res, err := replay.Run(w.ctx, w.validator, art, nil)
+			res, err := replay.Run(w.ctx, w.validator, art, w.trusted())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +220,7 @@ func TestInfraError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := strings.Replace(string(b), "import torch  # noqa: E402\n", "import torch  # noqa: E402\nimport feval_missing_module  # noqa: E402\n", 1)
+			src := strings.Replace(string(b), "import torch\n", "import torch\nimport feval_missing_module\n", 1)
 			if src == string(b) {
 				t.Fatal("the trainer's imports moved")
 			}
@@ -253,7 +253,7 @@ func TestReplayRetrain(t *testing.T) {
 	if v.Outcome != optimizer.OutcomeConfirmed {
 		t.Fatalf("tuned: %s %s %s", v.Status, v.Reason, v.Outcome)
 	}
-	res, err := replay.RunWith(w.ctx, w.validator, art, nil, evaluate.Options{Retrain: true})
+	res, err := replay.RunWith(w.ctx, w.validator, art, w.trusted(), evaluate.Options{Retrain: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestReplayRetrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = replay.Run(w.ctx, w.validator, fd, nil)
+	res, err = replay.Run(w.ctx, w.validator, fd, w.trusted())
 	if err != nil {
 		t.Fatal(err)
 	}
