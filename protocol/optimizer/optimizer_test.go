@@ -397,3 +397,28 @@ func TestSubmissionFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldOutDataNeverInTraining: the training sandbox's task directory has
+// no held-out data or held-out program.
+func TestHeldOutDataNeverInTraining(t *testing.T) {
+	w := newWorld(t, func(dir string) {
+		p := filepath.Join(dir, "train.py")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A trainer that reports, as its error, whether the held-out files exist.
+		probe := "    result[\"error\"] = \"HeldOutVisible\" if os.path.exists(os.path.join(task_dir, spec[\"data\"][\"held_out\"])) or os.path.exists(os.path.join(task_dir, \"heldout.py\")) else \"HeldOutHidden\"\n    result[\"status\"] = \"crashed\"\n    write_result(out_dir, result)\n    return\n"
+		src := strings.Replace(string(b), "    result = {\"status\": \"ok\", \"steps\": 0}\n", "    result = {\"status\": \"ok\", \"steps\": 0}\n"+probe, 1)
+		if src == string(b) {
+			t.Fatal("the trainer's result moved")
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
+	if !strings.Contains(v.Detail, "HeldOutHidden") {
+		t.Fatalf("%s %s %q: the training sandbox can see held-out data", v.Status, v.Reason, v.Detail)
+	}
+}
