@@ -128,7 +128,7 @@ type Case = protocol.Case
 
 // workspace is a case's task and submission, on disk for the sandbox.
 type workspace struct {
-	spec            Spec
+	spec Spec
 	// taskDir is the whole task (for the held-out evaluation); trainDir the
 	// task without the held-out data and program, so that held-out data
 	// never enters the process that runs miner code.
