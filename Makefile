@@ -70,11 +70,15 @@ test: debian-deps build tools lint node-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: debian-deps build tools $(BIN)/genrollouts
+demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask
 	./scripts/demo.sh
+	./scripts/demo-optimizer.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
+
+$(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genoptask
 
 # The official openai npm client that the meter's tests drive, pinned by its
 # lockfile.

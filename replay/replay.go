@@ -18,7 +18,6 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
-	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -51,21 +50,45 @@ type Result struct {
 	Signers    []string      `json:"signers"`
 	Status     string        `json:"status"` // the verdict's status, as regenerated
 	Diffs      []Diff        `json:"diffs"`
+	// Checks are what the driver re-derived outside the record and found
+	// equal (for example retrained checkpoints).
+	Checks []Diff `json:"checks"`
 	// Skipped lists the verdict's signatures that did not count (not by a
 	// trusted key, or not readable as feval signatures).
 	Skipped []bundle.SignatureCheck `json:"skipped"`
 }
 
 // Fetch copies a verdict and everything it depends on from src into l: the
-// verdict with its signatures and subject, and the reveal with its commitment,
-// round and task, each with their signatures, and the submission.
+// verdict with its signatures and subject, the reveal with its commitment,
+// round and task, each with their signatures, the submission, and the evidence
+// its protocol's driver names (checkpoints).
 func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, verdict ocispec.Descriptor) error {
 	if _, err := cas.Copy(ctx, src, l, verdict, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 		return fmt.Errorf("fetching verdict: %w", err)
 	}
-	_, v, err := evaluate.LoadVerdict(ctx, l, verdict)
+	art, v, err := evaluate.LoadVerdict(ctx, l, verdict)
 	if err != nil {
 		return err
+	}
+	driver, err := evaluate.Options{}.Driver(v.Protocol)
+	if err != nil {
+		return err
+	}
+	evidence, err := driver.Evidence(art)
+	if err != nil {
+		return err
+	}
+	for _, d := range evidence {
+		desc, err := src.Resolve(ctx, d.String())
+		if err != nil {
+			return fmt.Errorf("fetching evidence %s: %w", d, err)
+		}
+		if _, err := cas.Copy(ctx, src, l, desc, cas.CopyOptions{}); err != nil {
+			return fmt.Errorf("fetching evidence %s: %w", d, err)
+		}
+		if err := copySignatures(ctx, src, l, desc); err != nil {
+			return err
+		}
 	}
 	for _, d := range []digest.Digest{v.Inputs.Reveal, v.Submission, v.Inputs.Task} {
 		desc, err := src.Resolve(ctx, d.String())
@@ -106,16 +129,23 @@ func copySignatures(ctx context.Context, src cas.Store, l *cas.Layout, desc ocis
 	return nil
 }
 
-// Run replays the verdict held in st. trusted are the validator keys the
-// auditor accepts: the verdict must carry a signature by one of them, and
-// signatures by other keys or in other formats are reported in
-// Result.Skipped and otherwise ignored. With no trusted keys Run refuses
-// (ErrNoTrustedKeys); a verdict no trusted key signed is an error wrapping
-// ErrUntrusted and bundle.ErrVerify that names the keys that did sign.
-// Verification failures are errors wrapping bundle.ErrVerify; a verdict that
-// verifies but regenerates differently is a Result with Outcome Differs.
+// Run replays the verdict held in st with the default driver options.
 func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey) (Result, error) {
-	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Skipped: []bundle.SignatureCheck{}}
+	return RunWith(ctx, st, verdict, trusted, evaluate.Options{})
+}
+
+// RunWith replays the verdict held in st through its protocol's driver,
+// configured by opts (for example an optimizer replay that retrains). trusted
+// are the validator keys the auditor accepts: the verdict must carry a
+// signature by one of them, and signatures by other keys or in other formats
+// are reported in Result.Skipped and otherwise ignored. With no trusted keys
+// RunWith refuses (ErrNoTrustedKeys); a verdict no trusted key signed is an
+// error wrapping ErrUntrusted and bundle.ErrVerify that names the keys that
+// did sign. Verification failures are errors wrapping bundle.ErrVerify; a
+// verdict that verifies but regenerates differently, or whose driver reports
+// findings, is a Result with Outcome Differs.
+func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
+	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Skipped: []bundle.SignatureCheck{}}
 	if len(trusted) == 0 {
 		return res, ErrNoTrustedKeys
 	}
@@ -144,7 +174,14 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	if err != nil {
 		return res, fmt.Errorf("reveal %s: %w", recorded.Inputs.Reveal, err)
 	}
-	refs, err := rollouts.ResolveRefs(ctx, st, reveal)
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
+	if err != nil {
+		return res, err
+	}
+	if refs.Protocol != recorded.Protocol {
+		return res, fmt.Errorf("verdict %s: %w: a %s verdict about a %s round", verdict.Digest, protocol.ErrMalformed, recorded.Protocol, refs.Protocol)
+	}
+	driver, err := opts.Driver(refs.Protocol)
 	if err != nil {
 		return res, err
 	}
@@ -159,37 +196,31 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		entry.Status, entry.Reason = protocol.StatusRejected, recorded.RevealCheck.Reason
 		entry.Violations = nil
 	}
-	params := rollouts.Params{Sequence: recorded.Sequence}
-	if recorded.Audit != nil {
-		params.Full = recorded.Audit.Full
-		var r protocol.Round
-		if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
-			return res, fmt.Errorf("reading round: %w", err)
-		}
-		// A drand beacon is verified and its value derived again; a plain one
-		// is taken as recorded and regenerates as unverified.
-		params.Beacon, err = rollouts.ResolveBeacon(recorded.Audit.Beacon, r, recorded.RevealCheck.RevealSeen)
-		if err != nil {
-			return res, fmt.Errorf("verdict %s: %w: %v", verdict.Digest, bundle.ErrVerify, err)
-		}
-	}
-	regen, err := rollouts.Decide(ctx, st, refs, entry, params)
+	regen, findings, err := driver.Redecide(ctx, protocol.Case{Store: st, Refs: refs, Entry: entry, Sequence: recorded.Sequence}, art)
 	if err != nil {
 		return res, err
 	}
-	res.Status = regen.Status
+	res.Status = regen.Head().Status
 	enc, err := bundle.Encode(bundle.Artifact{Kind: protocol.KindVerdict, Record: regen, Subject: art.Manifest.Subject,
 		Created: art.Manifest.Annotations[ocispec.AnnotationCreated]})
 	if err != nil {
 		return res, err
 	}
 	res.Recomputed = enc.Desc.Digest
-	if enc.Desc.Digest == verdict.Digest {
+	for _, f := range findings {
+		d := Diff{Path: f.Path, Recorded: f.Recorded, Recomputed: f.Recomputed}
+		if f.Equal {
+			res.Checks = append(res.Checks, d)
+		} else {
+			res.Diffs = append(res.Diffs, d)
+		}
+	}
+	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical
 		return res, nil
 	}
 	res.Outcome = Differs
-	res.Diffs = DiffJSON(art.Record, enc.Record)
+	res.Diffs = append(res.Diffs, DiffJSON(art.Record, enc.Record)...)
 	if len(res.Diffs) == 0 {
 		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
 	}
