@@ -132,13 +132,13 @@ func newDemo(t *testing.T) *demo {
 	for vi, v := range d.vals[:3] {
 		for ri, rv := range reveals {
 			out, err := evaluate.Evaluate(ctx, l, v, evaluate.Request{Reveal: rv.Digest.String(), Task: task.Digest.String(),
-				Obs: at(t, "2026-12-01T06:00:00Z"), Params: rollouts.Params{Beacon: beacon, Full: true}})
+				Obs: at(t, "2026-12-01T06:00:00Z"), Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: beacon, Full: true}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := []string{rollouts.StatusPassed, rollouts.StatusRejected}[ri]
-			if out.Verdict.Status != want {
-				t.Fatalf("validator %d, reveal %d: %s (%s), want %s", vi, ri, out.Verdict.Status, out.Verdict.Reason, want)
+			if h := out.Verdict.Head(); h.Status != want {
+				t.Fatalf("validator %d, reveal %d: %s (%s), want %s", vi, ri, h.Status, h.Reason, want)
 			}
 			if vi == 0 {
 				if ri == 0 {
@@ -152,8 +152,12 @@ func newDemo(t *testing.T) *demo {
 
 	// A fourth validator signs a rejection of the inflating miner whose
 	// strings are hostile.
-	_, rej, err := evaluate.LoadVerdict(ctx, l, mustResolve(t, l, d.rejected))
+	art, _, err := evaluate.LoadVerdict(ctx, l, mustResolve(t, l, d.rejected))
 	if err != nil {
+		t.Fatal(err)
+	}
+	var rej rollouts.Verdict
+	if err := art.Decode(&rej); err != nil {
 		t.Fatal(err)
 	}
 	h, audit := rej, *rej.Audit
