@@ -121,7 +121,7 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
+		return res, fmt.Errorf("%w: %w", bundle.ErrVerify, err)
 	}
 	signers, skipped, err := TrustedSignatures(ctx, st, art.Desc, trusted)
 	res.Signers, res.Skipped = signers, skipped
@@ -143,6 +143,21 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	reveal, err := st.Resolve(ctx, recorded.Inputs.Reveal.String())
 	if err != nil {
 		return res, fmt.Errorf("reveal %s: %w", recorded.Inputs.Reveal, err)
+	}
+	// A damaged or incomplete copy of the reveal or the submission is the
+	// auditor's store failing verification, not a verdict that differs (an
+	// absent submission manifest is left to the reveal checks, which record
+	// it as submission_missing).
+	inputs := []ocispec.Descriptor{reveal}
+	if sub, err := st.Resolve(ctx, recorded.Submission.String()); err == nil {
+		inputs = append(inputs, sub)
+	} else if !errors.Is(err, cas.ErrNotFound) {
+		return res, fmt.Errorf("submission %s: %w", recorded.Submission, err)
+	}
+	for _, desc := range inputs {
+		if rep := bundle.Verify(ctx, st, desc, nil); hasDigestProblem(rep) {
+			return res, fmt.Errorf("input %s: %w", desc.Digest, rep.Err())
+		}
 	}
 	refs, err := rollouts.ResolveRefs(ctx, st, reveal)
 	if err != nil {
@@ -170,7 +185,7 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		// is taken as recorded and regenerates as unverified.
 		params.Beacon, err = rollouts.ResolveBeacon(recorded.Audit.Beacon, r, recorded.RevealCheck.RevealSeen)
 		if err != nil {
-			return res, fmt.Errorf("verdict %s: %w: %v", verdict.Digest, bundle.ErrVerify, err)
+			return res, fmt.Errorf("verdict %s: %w: %w", verdict.Digest, bundle.ErrVerify, err)
 		}
 	}
 	regen, err := rollouts.Decide(ctx, st, refs, entry, params)
