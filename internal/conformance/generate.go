@@ -435,8 +435,8 @@ func (vs *vectorStore) attach(target ocispec.Descriptor, bundleBytes []byte) err
 		Layers:       []ocispec.Descriptor{layer},
 		Subject:      &subj,
 		Annotations: map[string]string{
-			ocispec.AnnotationCreated:            bundle.EpochCreated,
-			"dev.sigstore.bundle.content":        "dsse-envelope",
+			ocispec.AnnotationCreated:           bundle.EpochCreated,
+			"dev.sigstore.bundle.content":       "dsse-envelope",
 			"dev.sigstore.bundle.predicateType": bundle.PredicateType,
 		},
 	}

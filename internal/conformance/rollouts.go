@@ -139,7 +139,9 @@ func (g *generator) rollouts() error {
 		{"differs-rows", "a verdict that misstates the number of rows", passed,
 			func(v *rollouts.Verdict) { v.Rows++ }, []string{"rows"}},
 		{"differs-commitment-value", "a verdict that records another commitment value than the commitment record holds", passed,
-			func(v *rollouts.Verdict) { v.Inputs.CommitmentValue = "sha256:" + flipHex(strings.TrimPrefix(v.Inputs.CommitmentValue, "sha256:")) },
+			func(v *rollouts.Verdict) {
+				v.Inputs.CommitmentValue = "sha256:" + flipHex(strings.TrimPrefix(v.Inputs.CommitmentValue, "sha256:"))
+			},
 			[]string{"inputs.commitment_value"}},
 		{"differs-mismatches", "a verdict that leaves its mismatching rows out of the mismatch list", outs["rollouts-reward-mismatch"],
 			func(v *rollouts.Verdict) { v.Audit.Mismatches = []string{} }, []string{"audit.mismatches"}},
