@@ -229,9 +229,11 @@ class Store:
             self._subjects = {}
             for d in self.index:
                 try:
-                    m = self.manifest(d["digest"])
-                except Outcome:
-                    continue
+                    m = self.manifest(d)
+                except Outcome as e:
+                    if str(e) == "missing blob":
+                        continue  # not a referrer (FORMAT.md §7.1)
+                    raise
                 subj = m.get("subject")
                 if not subj:
                     continue
@@ -239,9 +241,17 @@ class Store:
                 self._subjects.setdefault(subj["digest"], []).append((d["digest"], t))
         return sorted(d for d, t in self._subjects.get(target, []) if t == atype)
 
-    def artifact(self, digest, kind, size=None):
-        """A feval artifact: (manifest, record) with every blob checked."""
-        m = self.manifest({"digest": digest, "size": size} if size is not None else digest)
+    def listed(self, digest):
+        """The index.json entry of a manifest named by its digest alone."""
+        for d in self.index:
+            if d["digest"] == digest:
+                return d
+        raise Outcome("missing blob")
+
+    def artifact(self, digest, kind, desc=None):
+        """A feval artifact: (manifest, record) with every blob checked. A
+        manifest named by digest alone must be listed (FORMAT.md §7.1)."""
+        m = self.manifest(desc if desc is not None else self.listed(digest))
         if m.get("artifactType") != artifact_type(kind) or not m.get("layers") or m["layers"][0]["mediaType"] != artifact_type(kind):
             raise Outcome("malformed record")
         rec = parse_record(self.blob(m["layers"][0]["digest"], m["layers"][0]["size"]))
@@ -529,11 +539,11 @@ def replay(store, verdict_digest, trusted):
     rm, reveal = store.artifact(inp["reveal"], "reveal")
     sub_desc = next((d for d in store.index if d["digest"] == reveal["submission"]), None)
     if sub_desc is not None:
-        sm, sub_rec = store.artifact(sub_desc["digest"], "submission", sub_desc["size"])
+        sm, sub_rec = store.artifact(sub_desc["digest"], "submission")
     commitment_digest = rm["subject"]["digest"]
-    cm, com = store.artifact(commitment_digest, "commitment")
+    cm, com = store.artifact(commitment_digest, "commitment", rm["subject"])
     round_digest = cm["subject"]["digest"]
-    _, round_rec = store.artifact(round_digest, "round")
+    _, round_rec = store.artifact(round_digest, "round", cm["subject"])
     task_digest = round_rec["task"]
     tm, _ = store.artifact(task_digest, "task")
 
