@@ -534,6 +534,7 @@ def replay(store, verdict_digest, trusted):
     # Task and round: intact, with a valid feval signature by the key each carries.
     for d, kind in ((inp["task"], "task"), (inp["round"], "round")):
         store.artifact(d, kind)
+    for d in (inp["task"], inp["round"]):
         if not signed_by(store, d, None):
             raise Outcome("signature failure")
     rm, reveal = store.artifact(inp["reveal"], "reveal")
