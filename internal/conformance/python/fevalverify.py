@@ -403,18 +403,11 @@ def boxed_answer(response):
     return None
 
 
-def trim_answer(s):
-    s = s.strip().strip("*").strip()
-    if s.endswith("."):
-        s = s[:-1]
-    return s.strip()
-
-
 def math_reward(reference, response):
     ans = boxed_answer(response)
     if ans is None:
         raise OutOfScope("a math answer that is not one \\boxed{} plain number")
-    got, want = plain_number(trim_answer(ans)), plain_number(reference)
+    got, want = plain_number(ans.strip()), plain_number(reference)
     if got is None or want is None:
         raise OutOfScope("math answer %r or reference %r is not a plain number" % (ans, reference))
     return Fraction(1) if got == want else Fraction(0)
@@ -441,7 +434,7 @@ def follows(iid, kw, r):
         n = len(re.findall(r"^\s*\*[^\*].*$", r, flags=re.MULTILINE)) + len(re.findall(r"^\s*-.*$", r, flags=re.MULTILINE))
         return n == kw["num_bullets"]
     if iid == "startend:end_checker":
-        return r.strip().strip('"').lower().endswith(kw["end_phrase"].lower())
+        return r.strip().strip('"').lower().endswith(kw["end_phrase"].strip().lower())
     raise OutOfScope("instruction %s" % iid)
 
 
