@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,5 +112,20 @@ func TestSecondVerifierDisagrees(t *testing.T) {
 	}
 	if n := strings.Count(out, "FAIL "); n != 4 {
 		t.Fatalf("second verifier failed %d of 4 wrong expectations:\n%s", n, out)
+	}
+}
+
+// TestSecondVerifierRewardRules: the second verifier's reward rules (REWARDS.md
+// §2.5 and five instruction types of §3.3) agree with the normative vector
+// files on every case they cover.
+func TestSecondVerifierRewardRules(t *testing.T) {
+	requirePython(t)
+	out, err := exec.Command(python, pyVerifier, "--reward-vectors", filepath.Join("..", "..", "scoring", "testdata")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("second verifier on the reward vectors: %v\n%s", err, out)
+	}
+	var n, fails int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "checked %d reward vectors, %d failures", &n, &fails); err != nil || n < 50 || fails != 0 {
+		t.Fatalf("second verifier on the reward vectors: %s", out)
 	}
 }

@@ -14,6 +14,7 @@ signature, another math form or instruction type, the gate's exact findings)
 is reported as out of scope with the reason, never guessed.
 
 Usage: fevalverify.py CONFORMANCE_DIR
+       fevalverify.py --reward-vectors SCORING_TESTDATA
 Prints one line per vector: "PASS name: outcome", "FAIL name: got X, header
 expects Y" or "SKIP name: reason". Exits 1 if any vector fails.
 """
@@ -676,7 +677,44 @@ def run_vector(conf, name):
     return got, h["expect"], notes
 
 
+def check_reward_vectors(testdata):
+    """Checks this verifier's reward rules against the normative vector files
+    (REWARDS.md): every math pair of plain numbers, and every instruction of
+    the five implemented types. Returns (checked, failures)."""
+    checked, failures = 0, []
+    with open(os.path.join(testdata, "math_equivalence.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            c = json.loads(line)
+            g, a = plain_number(c["gold"]), plain_number(c["answer"])
+            if g is None or a is None or "fuel" in c:  # §2.5 holds under the default fuel
+                continue
+            checked += 1
+            want = "equal" if g == a else "not_equal"
+            if c["expected"] != want:
+                failures.append("math %r vs %r: vector says %s, plain-number rule %s" % (c["gold"], c["answer"], c["expected"], want))
+    with open(os.path.join(testdata, "ifeval_vectors.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            c = json.loads(line)
+            if "expected_strict" not in c:
+                continue  # a task error (expected_error): not a reward
+            for iid, kw, want in zip(c["instruction_id_list"], c["kwargs"], c["expected_strict"]):
+                try:
+                    got = follows(iid, kw, c["response"])
+                except OutOfScope:
+                    continue
+                checked += 1
+                if got != want:
+                    failures.append("%s on %r (%s): vector says %s" % (iid, c["response"], c.get("note", ""), want))
+    return checked, failures
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--reward-vectors":
+        checked, failures = check_reward_vectors(argv[2])
+        for f in failures:
+            print("FAIL " + f)
+        print("checked %d reward vectors, %d failures" % (checked, len(failures)))
+        return 1 if failures or checked == 0 else 0
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-5], file=sys.stderr)
         return 2
