@@ -7,6 +7,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -115,7 +116,16 @@ func (g *generator) rollouts() error {
 	}
 	undet := outs["rollouts-undetermined"]
 	undetRow := slices.IndexFunc(undet.Verdict.Audit.Rows, func(r rollouts.AuditRow) bool { return r.Outcome == rollouts.OutcomeUndetermined })
+	badReveal, err := f.revealWithSalt(honest.name, strings.Repeat("00", 32))
+	if err != nil {
+		return err
+	}
+	rejectedPaths := []string{"audit", "claimed_score", "reason", "reveal_check.reason", "reveal_check.status", "rows", "status"}
 	forgeries := []forged{
+		{"differs-reveal-not-opening", "a verdict that accepts a reveal (signed by the miner) whose salt does not open the commitment", passed,
+			func(v *rollouts.Verdict) { v.Inputs.Reveal = badReveal.Digest }, rejectedPaths},
+		{"differs-commit-late", "a verdict that accepts a commitment its own first-seen reading places after the commit window", passed,
+			func(v *rollouts.Verdict) { v.RevealCheck.CommitSeen.Time = "2024-07-24T20:55:00Z" }, rejectedPaths},
 		{"differs-claimed-score", "a verdict signed by the validator that states another claimed score", passed,
 			func(v *rollouts.Verdict) { v.ClaimedScore = "1" }, []string{"claimed_score"}},
 		{"differs-status", "a verdict that passes a submission its audit caught", outs["rollouts-reward-mismatch"],
@@ -356,4 +366,19 @@ func (g *generator) digestVectors(f *family, verdict ocispec.Descriptor) error {
 		}
 	}
 	return nil
+}
+
+// revealWithSalt writes a reveal of the miner's commitment, signed by the
+// miner, with another salt: it does not open the commitment.
+func (f *family) revealWithSalt(minerName, salt string) (ocispec.Descriptor, error) {
+	ctx := f.g.ctx
+	good := f.reveals[minerName]
+	var rv protocol.Reveal
+	art, err := protocol.LoadAs(ctx, f.work, good, protocol.KindReveal, &rv)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	rv.Salt = salt
+	return bundle.WriteSigned(ctx, f.work, f.g.keys[minerName], bundle.Artifact{Kind: protocol.KindReveal, Record: rv,
+		Subject: art.Manifest.Subject, Created: art.Manifest.Annotations[ocispec.AnnotationCreated]})
 }
