@@ -212,16 +212,40 @@ func (g *generator) rollouts() error {
 		return err
 	}
 
+	// A task whose first row names an instruction no checker supports: the
+	// audit stops there, infra_error, never a score.
+	infraItems := append([]rollouts.Item{{TaskID: "if-lang", Kind: rollouts.KindIF, Prompt: "Answer in French.",
+		InstructionIDs: []string{"language:response_language"}, Kwargs: []map[string]any{{"language": "fr"}}}}, items[:3]...)
+	f3, err := g.newFamily("infra", conformanceSpec(infraItems, 2), infraItems, drandCommitUntil, []miner{honest})
+	if err != nil {
+		return err
+	}
+	out, err := f3.evaluate(honest.name, drand, true)
+	if err != nil {
+		return err
+	}
+	if out.Verdict.Status != rollouts.StatusInfraError {
+		return fmt.Errorf("rollouts-infra-error: verdict is %s", out.Verdict.Status)
+	}
+	vs, err := f3.extract("rollouts-infra-error", out.Artifact, true)
+	if err != nil {
+		return err
+	}
+	if err := g.finish(vs, Vector{Name: "rollouts-infra-error", Description: "the first audited row names an instruction no checker supports: infra_error (checker_error), never a score",
+		Verdict: out.Artifact.Digest, Expect: ExpectIdentical}); err != nil {
+		return err
+	}
+
 	// Every row audited, in rank order, when the sample is the whole task.
 	f2, err := g.newFamily("all", conformanceSpec(items, len(items)), items, drandCommitUntil, []miner{honest})
 	if err != nil {
 		return err
 	}
-	out, err := f2.evaluate(honest.name, drand, false)
+	out, err = f2.evaluate(honest.name, drand, false)
 	if err != nil {
 		return err
 	}
-	vs, err := f2.extract("sampling-all-rows", out.Artifact, true)
+	vs, err = f2.extract("sampling-all-rows", out.Artifact, true)
 	if err != nil {
 		return err
 	}

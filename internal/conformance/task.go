@@ -65,4 +65,6 @@ var honestAnswers = map[string]answer{
 	"if-05":   {"The Sea is calm.", "0"},
 	"math-05": {"The value is \\boxed{0}", "1"},
 	"if-00":   {"\"Waves come, and go. The End\"", "2/3"},
+	// the infra_error task's row, whose instruction no checker supports
+	"if-lang": {"La mer est calme.", "1"},
 }

@@ -414,6 +414,25 @@ def math_reward(reference, response):
     return Fraction(1) if got == want else Fraction(0)
 
 
+class CheckerError(Exception):
+    """A task row the rules refuse (REWARDS.md §1): the verdict is infra_error."""
+
+
+# REWARDS.md §3.3: the supported instruction ids; any other id is a task error.
+SUPPORTED = {
+    "keywords:existence", "keywords:frequency", "keywords:forbidden_words", "keywords:letter_frequency",
+    "length_constraints:number_sentences", "length_constraints:number_paragraphs",
+    "length_constraints:number_words", "length_constraints:nth_paragraph_first_word",
+    "detectable_content:number_placeholders", "detectable_content:postscript",
+    "detectable_format:number_bullet_lists", "detectable_format:constrained_response",
+    "detectable_format:number_highlighted_sections", "detectable_format:multiple_sections",
+    "detectable_format:json_format", "detectable_format:title", "combination:two_responses",
+    "combination:repeat_prompt", "startend:end_checker", "startend:quotation",
+    "change_case:capital_word_frequency", "change_case:english_capital", "change_case:english_lowercase",
+    "punctuation:no_comma",
+}
+
+
 def relation(rel, actual, threshold):
     if rel == "less than":
         return actual < threshold
@@ -423,6 +442,8 @@ def relation(rel, actual, threshold):
 
 
 def follows(iid, kw, r):
+    if iid not in SUPPORTED:
+        raise CheckerError(iid)
     if r.strip() == "":
         return False
     if iid == "punctuation:no_comma":
@@ -614,9 +635,14 @@ def replay(store, verdict_digest, trusted):
         ids = [it["task_id"] for it in items] if full else sample(seed, [it["task_id"] for it in items], spec["audit_rows"])
         audit = {"beacon": b, "seed": seed.hex(), "full": full, "sample_size": len(ids), "rows": [],
                  "mismatches": [], "undetermined": []}
+        out["audit"] = audit
         for i in ids:
             response, claimed = rows[i]
-            got = row_reward(by_id[i], response)  # OutOfScope propagates
+            try:
+                got = row_reward(by_id[i], response)  # OutOfScope propagates
+            except CheckerError:
+                out["status"], out["reason"] = "infra_error", "checker_error"
+                break
             ar = {"task_id": i, "claimed": fmt(claimed), "recomputed": fmt(got)}
             if got == claimed:
                 ar["outcome"] = "match"
@@ -624,8 +650,9 @@ def replay(store, verdict_digest, trusted):
                 ar["outcome"] = "mismatch"
                 audit["mismatches"].append(i)
             audit["rows"].append(ar)
-        out["audit"] = audit
-        if audit["mismatches"]:
+        if out.get("status") == "infra_error":
+            pass
+        elif audit["mismatches"]:
             out["status"], out["reason"] = "rejected", "reward_mismatch"
         else:
             out["status"] = "passed"
