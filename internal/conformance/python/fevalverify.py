@@ -565,6 +565,8 @@ def replay(store, verdict_digest, trusted):
 
     # Reveal checks (PROTOCOL.md §5) that one reveal shows.
     rc = v["reveal_check"]
+    if round_rec["commit_until"]["kind"] != "time" or round_rec["reveal_until"]["kind"] != "time":
+        raise OutOfScope("a round with block-height windows")
     miner_pem = store.payload(cm["layers"][1])
     miner_fp, miner_key = fingerprint(miner_pem)
     reason = None
