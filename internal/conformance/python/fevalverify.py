@@ -379,36 +379,193 @@ def plain_number(s):
     return -v if neg else v
 
 
-def boxed_answer(response):
-    """The content of the only \\boxed{...} of a response, or None when the
-    response needs more of the extraction rules than one box."""
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)(?![A-Za-z])", response)]
-    if len(starts) != 1:
-        return None
-    i = starts[0]
-    if i >= len(response) or response[i] != "{":
-        return None
-    depth, j = 0, i
-    while j < len(response):
-        c = response[j]
+# ---- answer extraction (REWARDS.md §2.2) ----
+
+_CONNECTOR_MARKUP = [("\\text{", " "), ("\\mathrm{", " "), ("}", " "), ("\\qquad", " "), ("\\quad", " "),
+                     ("\\(", " "), ("\\)", " "), ("\\[", " "), ("\\]", " "), ("\\,", " "), ("\\;", " "),
+                     ("\\ ", " "), ("$", " "), (",", " , "), (";", " ; ")]
+
+
+def is_connector(t):
+    if len(t.encode()) > 64:
+        return False
+    # one pass, leftmost-first, as a replacer does
+    out, i = [], 0
+    while i < len(t):
+        for old, new in _CONNECTOR_MARKUP:
+            old = old.replace("\\\\", "\\")
+            if t.startswith(old, i):
+                out.append(new)
+                i += len(old)
+                break
+        else:
+            out.append(t[i])
+            i += 1
+    return all(w.lower() in (",", ";", "and", "or") for w in "".join(out).split())
+
+
+def _brace_closes(s, first):
+    """close[i]: index of the brace closing the one opened at i (i >= first)."""
+    close, stack, i = {}, [], first
+    while i < len(s):
+        c = s[i]
         if c == "\\":
-            j += 2
+            i += 2
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return response[i + 1: j]
-        j += 1
+            stack.append(i)
+        elif c == "}" and stack:
+            close[stack.pop()] = i
+        i += 1
+    return close
+
+
+def _boxed(s):
+    starts = sorted(m.end() for m in re.finditer(r"\\(?:boxed|fbox)(?![A-Za-z])", s))
+    if not starts:
+        return None
+    close = _brace_closes(s, starts[0])
+
+    def cmd_start(at):
+        return at - (len("\\boxed") if s[:at].endswith("\\boxed") else len("\\fbox"))
+
+    for k in range(len(starts) - 1, -1, -1):
+        at = starts[k]
+        j = at
+        while j < len(s) and s[j] in " \t":
+            j += 1
+        if j < len(s) and s[j] == "{":
+            c = close.get(j)
+            if c is not None and s[j + 1:c].strip():
+                parts, frm = [s[j + 1:c].strip()], cmd_start(at)
+                for e in range(k - 1, -1, -1):
+                    ea = starts[e]
+                    ej = ea
+                    while ej < len(s) and s[ej] in " \t":
+                        ej += 1
+                    if ej >= len(s) or s[ej] != "{":
+                        break
+                    ec = close.get(ej)
+                    if ec is None or ec >= frm or not is_connector(s[ec + 1:frm]) or not s[ej + 1:ec].strip():
+                        break
+                    parts.append(s[ej + 1:ec].strip())
+                    frm = cmd_start(ea)
+                return ", ".join(reversed(parts))
+            continue
+        if j > at:
+            e = j
+            while e < len(s) and s[e] not in " \n$\t":
+                e += 1
+            if s[j:e].strip():
+                return s[j:e].strip()
     return None
 
 
+def _trim(s):
+    s = s.strip().strip("*").strip()
+    if s.endswith("."):
+        s = s[:-1]
+    return s.strip()
+
+
+_DELIMS = [("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")]
+
+
+def _after_phrase(s, phrases):
+    low = "".join(c.lower() if "A" <= c <= "Z" else c for c in s)
+    best, blen = -1, 0
+    for p in phrases:
+        i = low.rfind(p)
+        if i > best:
+            best, blen = i, len(p)
+    if best < 0:
+        return None
+    rest = s[best + blen:].lstrip(" \t:")
+    if rest.startswith("\n"):
+        rest = rest.lstrip(" \t\r\n")
+    for o, c in _DELIMS:
+        if rest.startswith(o):
+            body = rest[len(o):]
+            i = body.find(c)
+            if i > 0 and body[:i].strip():
+                return body[:i].strip()
+            break
+    rest = rest.split("\n", 1)[0].split(". ", 1)[0]
+    return _trim(rest) or None
+
+
+def _last_line(s):
+    s = s.rstrip(" \t\r\n")
+    i = s.rfind("\n")
+    if i < 0:
+        return s.strip()
+    t = s.strip().rstrip(".")
+    for o, c in (("$$", "$$"), ("\\[", "\\]")):
+        if t.endswith(c):
+            op = t[: len(t) - len(c)].rfind(o)
+            if 0 <= op < i:
+                return t[t[:op].rfind("\n") + 1:].strip()
+    return s[i + 1:].strip()
+
+
+def _last_math(line):
+    spans, i = [], 0
+    while i < len(line):
+        if line.startswith("\\$", i):
+            i += 2
+            continue
+        for o, c in _DELIMS:
+            if line.startswith(o, i):
+                body = line[i + len(o):]
+                off, j = 0, -1
+                while True:
+                    j = body.find(c, off)
+                    if j < 0 or c[0] != "$" or j == 0 or body[j - 1] != "\\":
+                        break
+                    off = j + 1
+                if j < 0:
+                    i = len(line) + 1
+                    break
+                if body[:j].strip():
+                    spans.append((i, i + len(o) + j + len(c), body[:j].strip()))
+                i += len(o) + j + len(c)
+                break
+        else:
+            i += 1
+    if not spans:
+        return None
+    k = len(spans) - 1
+    while k > 0 and is_connector(line[spans[k - 1][1]:spans[k][0]]):
+        k -= 1
+    return ", ".join(b for _, _, b in spans[k:])
+
+
+def extract(response):
+    """(answer, method) by the rules of REWARDS.md §2.2, or ("", "none")."""
+    a = _boxed(response)
+    if a:
+        return a, "boxed"
+    a = _after_phrase(response, ("final answer is", "final answer:"))
+    if a:
+        return a, "final_answer"
+    a = _after_phrase(response, ("answer is", "answer:"))
+    if a:
+        return a, "answer_is"
+    line = _last_line(response)
+    a = _last_math(line)
+    if a:
+        return a, "last_math"
+    if "\n" not in response.strip() and len(line.encode()) <= 64 and _trim(line):
+        return _trim(line), "whole"
+    return "", "none"
+
+
 def math_reward(reference, response):
-    ans = boxed_answer(response)
-    if ans is None:
-        raise OutOfScope("a math answer that is not one \\boxed{} plain number")
-    got, want = plain_number(ans.strip()), plain_number(reference)
+    """REWARDS.md §1 and §2.5: no answer is 0; plain numbers compare exactly."""
+    ans, how = extract(response)
+    if how == "none":
+        return Fraction(0)
+    got, want = plain_number(ans), plain_number(reference)
     if got is None or want is None:
         raise OutOfScope("math answer %r or reference %r is not a plain number" % (ans, reference))
     return Fraction(1) if got == want else Fraction(0)
@@ -721,6 +878,13 @@ def check_reward_vectors(testdata):
             want = "equal" if g == a else "not_equal"
             if c["expected"] != want:
                 failures.append("math %r vs %r: vector says %s, plain-number rule %s" % (c["gold"], c["answer"], c["expected"], want))
+    with open(os.path.join(testdata, "math_extract.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            c = json.loads(line)
+            checked += 1
+            got = extract(c["response"])
+            if got != (c["answer"], c["method"]):
+                failures.append("extract %r: vector says %r by %s, rules give %r by %s" % (c["response"], c["answer"], c["method"], got[0], got[1]))
     with open(os.path.join(testdata, "ifeval_vectors.jsonl"), encoding="utf-8") as f:
         for line in f:
             c = json.loads(line)
