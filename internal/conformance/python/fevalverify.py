@@ -613,7 +613,115 @@ def follows(iid, kw, r):
         n = len(re.findall(r"^\s*\*[^\*].*$", r, flags=re.MULTILINE)) + len(re.findall(r"^\s*-.*$", r, flags=re.MULTILINE))
         return n == kw["num_bullets"]
     if iid == "startend:end_checker":
-        return r.strip().strip('"').lower().endswith(kw["end_phrase"].strip().lower())
+        return lower(r.strip().strip('"')).endswith(lower(kw["end_phrase"].strip()))
+    return follows_more(iid, kw, r)
+
+
+def _simple(c, f):
+    m = f(c)
+    return m if len(m) == 1 else c
+
+
+def fold(s):
+    """REWARDS.md §3.2: lower(upper(c)) per character, simple mappings."""
+    return "".join(_simple(_simple(c, str.upper), str.lower) for c in s)
+
+
+def lower(s):
+    return "".join(_simple(c, str.lower) for c in s)
+
+
+def _no_constant(name):
+    raise ValueError(name)
+
+
+def follows_more(iid, kw, r):
+    """The other instruction types of REWARDS.md §3.3, from the table's text
+    (not used by the conformance vectors; checked against ifeval_vectors)."""
+    if iid == "keywords:existence":
+        return all(fold(k) in fold(r) for k in kw["keywords"])
+    if iid == "keywords:frequency":
+        return relation(kw["relation"], fold(r).count(fold(kw["keyword"].strip())), kw["frequency"])
+    if iid == "keywords:forbidden_words":
+        fr = fold(r)
+        return not any(re.search(r"(?<!\w)" + re.escape(fold(w)) + r"(?!\w)", fr) for w in kw["forbidden_words"])
+    if iid == "keywords:letter_frequency":
+        letter = lower(kw["letter"].strip())
+        return relation(kw["let_relation"], sum(1 for c in r if lower(c) == letter), kw["let_frequency"])
+    if iid == "length_constraints:number_paragraphs":
+        p = re.split(r"\s?\*\*\*\s?", r)
+        n = len(p)
+        for i, piece in enumerate(p):
+            if not piece.strip():
+                if i in (0, len(p) - 1):
+                    n -= 1
+                else:
+                    return False
+        return n == kw["num_paragraphs"]
+    if iid == "length_constraints:nth_paragraph_first_word":
+        p = r.split("\n\n")
+        n = sum(1 for piece in p if piece.strip())
+        nth = kw["nth_paragraph"]
+        if nth > n or not p[nth - 1].strip():
+            return False
+        word = p[nth - 1].strip().split()[0].lstrip("'").lstrip('"')
+        first = ""
+        for c in word:
+            if c in ".,?!'\"":
+                break
+            first += lower(c)
+        return n == kw["num_paragraphs"] and first == lower(kw["first_word"])
+    if iid == "detectable_content:number_placeholders":
+        return len(re.findall(r"\[.*?\]", r)) >= kw["num_placeholders"]
+    if iid == "detectable_content:postscript":
+        m, lr = kw["postscript_marker"].strip(), lower(r)
+        if m == "P.S.":
+            return re.search(r"p\.\s?s\.", lr) is not None
+        if m == "P.P.S":
+            return re.search(r"p\.\s?p\.\s?s", lr) is not None
+        return lower(m) in lr
+    if iid == "detectable_format:constrained_response":
+        v = r.strip()
+        return any(o in v for o in ("My answer is yes.", "My answer is no.", "My answer is maybe."))
+    if iid == "detectable_format:number_highlighted_sections":
+        n = sum(1 for h in re.findall(r"\*[^\n\*]*\*", r) if h.strip("*").strip())
+        n += sum(1 for h in re.findall(r"\*\*[^\n\*]*\*\*", r) if h.strip("*").strip())
+        return n >= kw["num_highlights"]
+    if iid == "detectable_format:multiple_sections":
+        return len(re.findall(re.escape(kw["section_spliter"].strip()) + r"\s?\d+", r)) >= kw["num_sections"]
+    if iid == "detectable_format:json_format":
+        v = r.strip()
+        for pre in ("```json", "```Json", "```JSON", "```"):
+            v = v.removeprefix(pre)
+        v = v.removesuffix("```").strip()
+        try:
+            json.loads(v, parse_constant=_no_constant)
+        except ValueError:
+            return False
+        return True
+    if iid == "detectable_format:title":
+        for line in r.split("\n"):
+            i, j = line.find("<<"), line.rfind(">>")
+            if i >= 0 and j >= i + 3 and line[i:j + 2].lstrip("<").rstrip(">").strip():
+                return True
+        return False
+    if iid == "combination:two_responses":
+        p = r.split("******")
+        valid = []
+        for i, piece in enumerate(p):
+            if not piece.strip():
+                if i not in (0, len(p) - 1):
+                    return False
+            else:
+                valid.append(piece)
+        return len(valid) == 2 and valid[0].strip() != valid[1].strip()
+    if iid == "combination:repeat_prompt":
+        return lower(r.strip()).startswith(lower(kw["prompt_to_repeat"].strip()))
+    if iid == "startend:quotation":
+        v = r.strip()
+        return len(v.encode()) > 1 and v.startswith('"') and v.endswith('"')
+    if iid == "change_case:english_capital":
+        return r.isupper()
     raise OutOfScope("instruction %s" % iid)
 
 
