@@ -121,7 +121,10 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
-		return res, fmt.Errorf("%w: %w", bundle.ErrVerify, err)
+		if isDamage(err) {
+			return res, fmt.Errorf("%w: %w", bundle.ErrVerify, err)
+		}
+		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
 	}
 	signers, skipped, err := TrustedSignatures(ctx, st, art.Desc, trusted)
 	res.Signers, res.Skipped = signers, skipped
@@ -155,8 +158,11 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		return res, fmt.Errorf("submission %s: %w", recorded.Submission, err)
 	}
 	for _, desc := range inputs {
-		if rep := bundle.Verify(ctx, st, desc, nil); hasDigestProblem(rep) {
-			return res, fmt.Errorf("input %s: %w", desc.Digest, rep.Err())
+		rep := bundle.Verify(ctx, st, desc, nil)
+		for _, p := range rep.Problems {
+			if isDamage(p) {
+				return res, fmt.Errorf("input %s: %w: %w", desc.Digest, bundle.ErrVerify, p)
+			}
 		}
 	}
 	refs, err := rollouts.ResolveRefs(ctx, st, reveal)
@@ -209,6 +215,13 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
 	}
 	return res, nil
+}
+
+// isDamage reports a store that fails to deliver what it names: bytes that
+// do not match their digest or size, or a blob that is absent. A record of
+// the wrong form is not damage: the reveal checks decide on it.
+func isDamage(err error) bool {
+	return errors.Is(err, cas.ErrDigestMismatch) || errors.Is(err, cas.ErrSizeMismatch) || errors.Is(err, cas.ErrNotFound)
 }
 
 func hasDigestProblem(rep bundle.Report) bool {
