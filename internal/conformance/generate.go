@@ -159,14 +159,25 @@ type generator struct {
 }
 
 // family is one round with its task, the miners' reveals, in one working
-// store.
+// store, and the validator's reading when it evaluates.
 type family struct {
 	g       *generator
 	work    *cas.Layout
 	task    ocispec.Descriptor
 	round   ocispec.Descriptor
 	reveals map[string]ocispec.Descriptor
+	now     protocol.Observation
 }
+
+// windows are a round's windows and the validator's readings of the
+// commitments and of the reveals.
+type windows struct {
+	commitUntil, revealUntil string
+	commitSeen, revealSeen   protocol.Observation
+}
+
+// timeWindows close commits just before the published drand round.
+var timeWindows = windows{drandCommitUntil, revealUntil, observation(commitSeen), observation(revealSeen)}
 
 // miner is one conformance miner: its key name and its rows.
 type miner struct {
@@ -210,7 +221,7 @@ func Generate(ctx context.Context, dir, tmp string) ([]Vector, error) {
 
 // newFamily publishes a task and a round, lets the miners commit (seen by the
 // validator at commitSeen) and reveal.
-func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.Item, commitUntil string, miners []miner) (*family, error) {
+func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.Item, w windows, miners []miner) (*family, error) {
 	ctx := g.ctx
 	dir := filepath.Join(g.tmp, name)
 	work, err := cas.Init(filepath.Join(dir, "work"))
@@ -220,15 +231,15 @@ func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.
 	if err := fx.WriteTask(filepath.Join(dir, "task"), spec, items); err != nil {
 		return nil, err
 	}
-	f := &family{g: g, work: work, reveals: map[string]ocispec.Descriptor{}}
+	f := &family{g: g, work: work, reveals: map[string]ocispec.Descriptor{}, now: w.revealSeen}
 	if f.task, err = protocol.CreateTask(ctx, work, g.keys["owner"], "rollouts", filepath.Join(dir, "task"), ""); err != nil {
 		return nil, err
 	}
-	cu, err := protocol.ParseWindow(commitUntil)
+	cu, err := protocol.ParseWindow(w.commitUntil)
 	if err != nil {
 		return nil, err
 	}
-	ru, err := protocol.ParseWindow(revealUntil)
+	ru, err := protocol.ParseWindow(w.revealUntil)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +258,7 @@ func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.
 		}
 		commitments[m.name] = c.Commitment
 	}
-	if _, err := protocol.Collect(ctx, work, work, f.round, observation(commitSeen)); err != nil {
+	if _, err := protocol.Collect(ctx, work, work, f.round, w.commitSeen); err != nil {
 		return nil, err
 	}
 	for _, m := range miners {
@@ -270,6 +281,13 @@ func observation(t string) protocol.Observation {
 		panic(err)
 	}
 	return protocol.Observation{Now: ts}
+}
+
+// atHeight is a reading with a block-height anchor.
+func atHeight(t string, h int64) protocol.Observation {
+	o := observation(t)
+	o.Height = &h
+	return o
 }
 
 // writeSubmission writes a rollouts submission: submission.json and rows.jsonl.
@@ -296,7 +314,7 @@ func writeSubmission(dir string, rows []row) error {
 // evaluate has the validator evaluate a miner's reveal.
 func (f *family) evaluate(minerName string, b rollouts.Beacon, full bool) (evaluate.Outcome, error) {
 	out, err := evaluate.Evaluate(f.g.ctx, f.work, f.g.keys["validator"], evaluate.Request{
-		Reveal: f.reveals[minerName].Digest.String(), Obs: observation(revealSeen),
+		Reveal: f.reveals[minerName].Digest.String(), Obs: f.now,
 		Params: rollouts.Params{Beacon: b, Full: full}})
 	if err != nil {
 		return out, fmt.Errorf("evaluating %s: %w", minerName, err)

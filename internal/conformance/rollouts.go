@@ -51,7 +51,7 @@ var (
 // rollouts generates the vectors of the rollouts protocol.
 func (g *generator) rollouts() error {
 	items := conformanceItems()
-	f, err := g.newFamily("main", conformanceSpec(items, 5), items, drandCommitUntil, []miner{honest, inflated, undetermined, gateMiner})
+	f, err := g.newFamily("main", conformanceSpec(items, 5), items, timeWindows, []miner{honest, inflated, undetermined, gateMiner})
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (g *generator) rollouts() error {
 	// audit stops there, infra_error, never a score.
 	infraItems := append([]rollouts.Item{{TaskID: "if-lang", Kind: rollouts.KindIF, Prompt: "Answer in French.",
 		InstructionIDs: []string{"language:response_language"}, Kwargs: []map[string]any{{"language": "fr"}}}}, items[:3]...)
-	f3, err := g.newFamily("infra", conformanceSpec(infraItems, 2), infraItems, drandCommitUntil, []miner{honest})
+	f3, err := g.newFamily("infra", conformanceSpec(infraItems, 2), infraItems, timeWindows, []miner{honest})
 	if err != nil {
 		return err
 	}
@@ -236,8 +236,26 @@ func (g *generator) rollouts() error {
 		return err
 	}
 
+	// Block-height windows: the drand round is the first after the reveal's
+	// first-seen time, read at a height past the commit window.
+	hw := windows{"height:100", "height:200", atHeight(commitSeen, 90), atHeight("2024-07-24T20:54:52Z", 150)}
+	f4, err := g.newFamily("height", conformanceSpec(items, 5), items, hw, []miner{honest})
+	if err != nil {
+		return err
+	}
+	if out, err = f4.evaluate(honest.name, drand, false); err != nil {
+		return err
+	}
+	if vs, err = f4.extract("rollouts-height-window", out.Artifact, true); err != nil {
+		return err
+	}
+	if err := g.finish(vs, Vector{Name: "rollouts-height-window", Description: "block-height windows: readings with heights, the drand round the first after the reveal was first seen",
+		Verdict: out.Artifact.Digest, Expect: ExpectIdentical}); err != nil {
+		return err
+	}
+
 	// Every row audited, in rank order, when the sample is the whole task.
-	f2, err := g.newFamily("all", conformanceSpec(items, len(items)), items, drandCommitUntil, []miner{honest})
+	f2, err := g.newFamily("all", conformanceSpec(items, len(items)), items, timeWindows, []miner{honest})
 	if err != nil {
 		return err
 	}

@@ -768,6 +768,13 @@ def commitment_value(submission, miner, round_, salt):
                                                      round_.encode(), salt])).hexdigest()
 
 
+def within(seen, window):
+    """PROTOCOL.md §5, Windows, precisely."""
+    if window["kind"] == "height":
+        return "height" in seen and seen["height"] <= window.get("height", 0)
+    return unix(seen["time"]) <= unix(window["time"])
+
+
 def unix(t):
     return int(datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
 
@@ -830,8 +837,6 @@ def replay(store, verdict_digest, trusted):
 
     # Reveal checks (PROTOCOL.md §5) that one reveal shows.
     rc = v["reveal_check"]
-    if round_rec["commit_until"]["kind"] != "time" or round_rec["reveal_until"]["kind"] != "time":
-        raise OutOfScope("a round with block-height windows")
     miner_pem = store.payload(cm["layers"][1])
     miner_fp, miner_key = fingerprint(miner_pem)
     reason = None
@@ -839,7 +844,7 @@ def replay(store, verdict_digest, trusted):
         reason = "malformed"
     elif miner_fp not in signed_by(store, commitment_digest, {miner_fp: miner_key}):
         reason = "bad_signature"
-    elif unix(rc["commit_seen"]["time"]) > unix(round_rec["commit_until"]["time"]):
+    elif not within(rc["commit_seen"], round_rec["commit_until"]):
         reason = "commit_late"
     elif miner_fp not in signed_by(store, inp["reveal"], {miner_fp: miner_key}) or (
             sub_desc is not None and miner_fp not in signed_by(store, sub_desc["digest"], {miner_fp: miner_key})):
@@ -848,9 +853,9 @@ def replay(store, verdict_digest, trusted):
         reason = "round_mismatch"
     elif commitment_value(reveal["submission"], reveal["miner"], reveal["round"], bytes.fromhex(reveal["salt"])) != com["commitment"]:
         reason = "commitment_mismatch"
-    elif unix(rc["reveal_seen"]["time"]) <= unix(round_rec["commit_until"]["time"]):
+    elif within(rc["reveal_seen"], round_rec["commit_until"]):
         reason = "reveal_early"
-    elif unix(rc["reveal_seen"]["time"]) > unix(round_rec["reveal_until"]["time"]):
+    elif not within(rc["reveal_seen"], round_rec["reveal_until"]):
         reason = "reveal_late"
     elif sub_desc is None:
         reason = "submission_missing"
