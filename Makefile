@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream reliability
 
 all: build
 
@@ -38,12 +38,14 @@ $(BIN)/cosign:
 # (optimizer training), pytest (hidden scenario tests), nltk (the IFEval
 # reference oracle) and cryptography (the second verifier).
 DEBIAN_PYTHON := python3-torch python3-pytest python3-nltk python3-cryptography
+# The browser the web viewer's test drives headless.
+DEBIAN_BROWSER := chromium
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
-	for p in $(DEBIAN_PYTHON); do \
+	for p in $(DEBIAN_PYTHON) $(DEBIAN_BROWSER); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
 	done; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
@@ -91,6 +93,14 @@ bench: build tools debian-deps
 
 fuzz:
 	./scripts/fuzz.sh
+
+# The long reliability suite (docs/RELIABILITY.md): SIGKILL at random points of
+# pack, push, pull and commit, 32 concurrent committers through the CLI, and
+# longer runs of the fault-proxy and hostile-store tests. 'make test' runs the
+# fast part of each.
+reliability: debian-deps build tools
+	FEVAL_RELIABILITY=1 $(GO) test -timeout 90m -run 'Fault|Flipped|Stalled|Concurrent|Hostile|Irregular' -count=1 -v ./cas
+	FEVAL_RELIABILITY=1 $(GO) test -tags reliability -timeout 90m -run 'Reliability|RegistryFaults|Hostile|DamagedIndex|ExitCodeClasses' -count=1 -v ./cmd/feval
 
 clean:
 	rm -rf $(BIN)

@@ -67,6 +67,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			completionCommand(a),
 			manCommand(a),
 			meterCommand(a),
+			serveCommand(a),
 		},
 	}
 	applyConventions(app)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/feval/feval/bundle"
@@ -59,18 +60,19 @@ func exitCode(err error) int {
 		return ec.ExitCode()
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
 		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, protocol.ErrDamaged),
-		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys):
+		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys),
+		errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry):
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
 		errors.Is(err, rollouts.ErrTask):
 		return exitRejected
-	case errors.Is(err, cas.ErrUnreachable):
+	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
-		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted):
+		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted), errors.Is(err, cas.ErrInvalid):
 		return exitVerify
-	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey),
+	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey), errors.Is(err, fs.ErrNotExist),
 		errors.Is(err, protocol.ErrUnknownCommitment):
 		return exitNotFound
 	}
