@@ -225,21 +225,28 @@ class Store:
     def referrers(self, target, atype):
         """Manifests listed in index.json whose subject is target, of artifact
         type atype (the manifest's artifactType, else its config's media type).
-        Listed manifests that cannot be read are not referrers."""
+        Listed manifests that cannot be read are not referrers; a damaged one
+        whose unverified bytes name target fails the listing (FORMAT.md §7.1)."""
         if self._subjects is None:
-            self._subjects = {}
+            self._subjects, self._damaged = {}, set()
             for d in self.index:
                 try:
                     m = self.manifest(d)
                 except Outcome as e:
-                    if str(e) == "missing blob":
-                        continue  # not a referrer (FORMAT.md §7.1)
-                    raise
+                    if str(e) != "missing blob":
+                        try:
+                            with open(os.path.join(self.root, "blobs", "sha256", d["digest"].split(":", 1)[1]), "rb") as f:
+                                self._damaged.add(json.loads(f.read(4 << 20))["subject"]["digest"])
+                        except (OSError, ValueError, KeyError, TypeError):
+                            pass
+                    continue
                 subj = m.get("subject")
                 if not subj:
                     continue
                 t = m.get("artifactType") or m.get("config", {}).get("mediaType", "")
                 self._subjects.setdefault(subj["digest"], []).append((d["digest"], t))
+        if target in self._damaged:
+            raise Outcome("digest mismatch")
         return sorted(d for d, t in self._subjects.get(target, []) if t == atype)
 
     def listed(self, digest):
