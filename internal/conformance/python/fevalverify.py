@@ -651,7 +651,7 @@ def follows_more(iid, kw, r):
         return relation(kw["relation"], fold(r).count(fold(kw["keyword"].strip())), kw["frequency"])
     if iid == "keywords:forbidden_words":
         fr = fold(r)
-        return not any(re.search(r"(?<!\w)" + re.escape(fold(w)) + r"(?!\w)", fr) for w in kw["forbidden_words"])
+        return not any(re.search(r"\b" + re.escape(fold(w)) + r"\b", fr) for w in kw["forbidden_words"])
     if iid == "keywords:letter_frequency":
         letter = lower(kw["letter"].strip())
         return relation(kw["let_relation"], sum(1 for c in r if lower(c) == letter), kw["let_frequency"])
