@@ -205,14 +205,29 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		return res, err
 	}
 	res.Recomputed = enc.Desc.Digest
-	if enc.Desc.Digest == verdict.Digest {
+	// The verdict is about the submission (the reveal when the submission
+	// never arrived), whatever its manifest says: a verdict hung on another
+	// subject would be listed as evidence about that one.
+	want := refs.Submission.Digest
+	if refs.Submission.MediaType == "" {
+		want = refs.Reveal.Digest
+	}
+	var subjectDiff []Diff
+	if got := art.Manifest.Subject; got == nil || got.Digest != want {
+		recorded := "(absent)"
+		if got != nil {
+			recorded = got.Digest.String()
+		}
+		subjectDiff = []Diff{{Path: "(subject)", Recorded: recorded, Recomputed: want.String()}}
+	}
+	if enc.Desc.Digest == verdict.Digest && subjectDiff == nil {
 		res.Outcome = Identical
 		return res, nil
 	}
 	res.Outcome = Differs
-	res.Diffs = DiffJSON(art.Record, enc.Record)
-	if len(res.Diffs) == 0 {
-		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
+	res.Diffs = append(subjectDiff, DiffJSON(art.Record, enc.Record)...)
+	if enc.Desc.Digest != verdict.Digest && len(res.Diffs) == len(subjectDiff) {
+		res.Diffs = append(res.Diffs, Diff{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()})
 	}
 	return res, nil
 }

@@ -165,6 +165,27 @@ func (g *generator) rollouts() error {
 		{"differs-sequence-kept", "a verdict whose sequence differs from the validator's counter replays identically: the sequence is the validator's own", passed,
 			func(v *rollouts.Verdict) { v.Sequence = 99 }, nil},
 	}
+	// The record is right, but the manifest hangs it on another subject.
+	{
+		art, err := bundle.Load(g.ctx, f.work, passed.Artifact)
+		if err != nil {
+			return err
+		}
+		task := f.task
+		desc, err := bundle.WriteSigned(g.ctx, f.work, g.keys["validator"], bundle.Artifact{Kind: protocol.KindVerdict,
+			Record: passed.Verdict, Subject: &task, Created: art.Manifest.Annotations[ocispec.AnnotationCreated]})
+		if err != nil {
+			return err
+		}
+		vs, err := f.extract("differs-subject", desc, true)
+		if err != nil {
+			return err
+		}
+		if err := g.finish(vs, Vector{Name: "differs-subject", Description: "a right verdict record whose manifest names another subject (the task) than the submission",
+			Verdict: desc.Digest, Expect: ExpectDiffersAt + " (subject)"}); err != nil {
+			return err
+		}
+	}
 	for _, fg := range forgeries {
 		desc, err := f.forge(fg.from, fg.mut)
 		if err != nil {

@@ -942,12 +942,14 @@ def replay(store, verdict_digest, trusted):
            "layers": [{"annotations": {TITLE: "record.json"}, "digest": "sha256:" + hashlib.sha256(record).hexdigest(),
                        "mediaType": artifact_type("verdict"), "size": len(record)}],
            "mediaType": MANIFEST, "schemaVersion": 2, "subject": vm["subject"]}
-    if "sha256:" + hashlib.sha256(canonical(man)).hexdigest() == verdict_digest:
+    want_subject = sub_desc["digest"] if sub_desc is not None else inp["reveal"]
+    paths = [] if (vm.get("subject") or {}).get("digest") == want_subject else ["(subject)"]
+    same = "sha256:" + hashlib.sha256(canonical(man)).hexdigest() == verdict_digest
+    if same and not paths:
         return "identical", notes
-    paths = []
     diff(v, json.loads(record), "", paths)
-    if not paths:
-        paths = ["(manifest)"]
+    if not same and paths in ([], ["(subject)"]):
+        paths.append("(manifest)")
     return "differs at " + " ".join(sorted(paths)), notes
 
 
