@@ -98,7 +98,7 @@ func (d rolloutsDriver) Redecide(ctx context.Context, c protocol.Case, recorded 
 		// is taken as recorded and regenerates as unverified.
 		b, err := rollouts.ResolveBeacon(rv.Audit.Beacon, r, rv.RevealCheck.RevealSeen)
 		if err != nil {
-			return nil, nil, fmt.Errorf("verdict %s: %w: %v", recorded.Desc.Digest, bundle.ErrVerify, err)
+			return nil, nil, fmt.Errorf("verdict %s: %w: %w", recorded.Desc.Digest, bundle.ErrVerify, err)
 		}
 		p.Beacon = b
 	}

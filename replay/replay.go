@@ -151,6 +151,9 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 	}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
+		if isDamage(err) {
+			return res, fmt.Errorf("%w: %w", bundle.ErrVerify, err)
+		}
 		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
 	}
 	signers, skipped, err := TrustedSignatures(ctx, st, art.Desc, trusted)
@@ -173,6 +176,24 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 	reveal, err := st.Resolve(ctx, recorded.Inputs.Reveal.String())
 	if err != nil {
 		return res, fmt.Errorf("reveal %s: %w", recorded.Inputs.Reveal, err)
+	}
+	// A damaged or incomplete copy of the reveal or the submission is the
+	// auditor's store failing verification, not a verdict that differs (an
+	// absent submission manifest is left to the reveal checks, which record
+	// it as submission_missing).
+	inputs := []ocispec.Descriptor{reveal}
+	if sub, err := st.Resolve(ctx, recorded.Submission.String()); err == nil {
+		inputs = append(inputs, sub)
+	} else if !errors.Is(err, cas.ErrNotFound) {
+		return res, fmt.Errorf("submission %s: %w", recorded.Submission, err)
+	}
+	for _, desc := range inputs {
+		rep := bundle.Verify(ctx, st, desc, nil)
+		for _, p := range rep.Problems {
+			if isDamage(p) {
+				return res, fmt.Errorf("input %s: %w: %w", desc.Digest, bundle.ErrVerify, p)
+			}
+		}
 	}
 	refs, err := protocol.ResolveRefs(ctx, st, reveal)
 	if err != nil {
@@ -215,16 +236,38 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 			res.Diffs = append(res.Diffs, d)
 		}
 	}
+	// The verdict is about the submission (the reveal when the submission
+	// never arrived), whatever its manifest says: a verdict hung on another
+	// subject would be listed as evidence about that one.
+	want := refs.Submission.Digest
+	if refs.Submission.MediaType == "" {
+		want = refs.Reveal.Digest
+	}
+	if got := art.Manifest.Subject; got == nil || got.Digest != want {
+		recorded := "(absent)"
+		if got != nil {
+			recorded = got.Digest.String()
+		}
+		res.Diffs = append(res.Diffs, Diff{Path: "(subject)", Recorded: recorded, Recomputed: want.String()})
+	}
 	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical
 		return res, nil
 	}
 	res.Outcome = Differs
+	n := len(res.Diffs)
 	res.Diffs = append(res.Diffs, DiffJSON(art.Record, enc.Record)...)
-	if len(res.Diffs) == 0 {
-		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
+	if enc.Desc.Digest != verdict.Digest && len(res.Diffs) == n {
+		res.Diffs = append(res.Diffs, Diff{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()})
 	}
 	return res, nil
+}
+
+// isDamage reports a store that fails to deliver what it names: bytes that
+// do not match their digest or size, or a blob that is absent. A record of
+// the wrong form is not damage: the reveal checks decide on it.
+func isDamage(err error) bool {
+	return errors.Is(err, cas.ErrDigestMismatch) || errors.Is(err, cas.ErrSizeMismatch) || errors.Is(err, cas.ErrNotFound)
 }
 
 func hasDigestProblem(rep bundle.Report) bool {

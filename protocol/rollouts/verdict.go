@@ -261,7 +261,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	v.ClaimedScore = FormatReward(sum.Quo(sum, big.NewRat(int64(len(rows)), 1)))
 
 	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
-	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Mismatches: []string{}, Undetermined: []string{}}
+	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Rows: []AuditRow{}, Mismatches: []string{}, Undetermined: []string{}}
 	ids := task.IDs()
 	if !p.Full {
 		ids = scoring.SampleRows(seed, ids, task.Spec.AuditRows)
