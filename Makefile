@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench bench-scale bench-audit lint fuzz clean debian-deps node-deps fixture-upstream
+.PHONY: all build tools test demo bench bench-scale bench-audit lint fuzz clean debian-deps node-deps fixture-upstream reliability
 
 all: build
 
@@ -38,12 +38,14 @@ $(BIN)/cosign:
 # (optimizer training), pytest (hidden scenario tests), nltk (the IFEval
 # reference oracle) and cryptography (the second verifier).
 DEBIAN_PYTHON := python3-torch python3-pytest python3-nltk python3-cryptography
+# The browser the web viewer's test drives headless.
+DEBIAN_BROWSER := chromium
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
-	for p in $(DEBIAN_PYTHON); do \
+	for p in $(DEBIAN_PYTHON) $(DEBIAN_BROWSER); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
 	done; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
@@ -68,11 +70,15 @@ test: debian-deps build tools lint node-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: debian-deps build tools $(BIN)/genrollouts
+demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask
 	./scripts/demo.sh
+	./scripts/demo-optimizer.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
+
+$(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genoptask
 
 # The official openai npm client that the meter's tests drive, pinned by its
 # lockfile.
@@ -100,6 +106,14 @@ bench-audit: build $(BIN)/genrollouts
 
 fuzz:
 	./scripts/fuzz.sh
+
+# The long reliability suite (docs/RELIABILITY.md): SIGKILL at random points of
+# pack, push, pull and commit, 32 concurrent committers through the CLI, and
+# longer runs of the fault-proxy and hostile-store tests. 'make test' runs the
+# fast part of each.
+reliability: debian-deps build tools
+	FEVAL_RELIABILITY=1 $(GO) test -timeout 90m -run 'Fault|Flipped|Stalled|Concurrent|Hostile|Irregular' -count=1 -v ./cas
+	FEVAL_RELIABILITY=1 $(GO) test -tags reliability -timeout 90m -run 'Reliability|RegistryFaults|Hostile|DamagedIndex|ExitCodeClasses' -count=1 -v ./cmd/feval
 
 clean:
 	rm -rf $(BIN)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/internal/strictjson"
+	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
 )
 
@@ -72,7 +73,8 @@ func ValidateTask(protocol string, task fs.FS) error {
 		_, err := loadScenarioTask(task)
 		return err
 	case "optimizer":
-		return nil
+		_, err := optimizer.LoadTask(task)
+		return err
 	}
 	return fmt.Errorf("unknown protocol %q", protocol)
 }

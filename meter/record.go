@@ -144,6 +144,7 @@ type Recorder struct {
 	trace       []TraceEntry
 	timings     []Timing
 	divergences []Divergence
+	byScenario  map[string][]int // indexes into receipts, in recording order
 }
 
 // NewRecorder returns an empty recorder.
@@ -152,6 +153,10 @@ func NewRecorder() *Recorder { return &Recorder{} }
 func (r *Recorder) add(rc Receipt, te TraceEntry, t Timing, div *Divergence) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.byScenario == nil {
+		r.byScenario = map[string][]int{}
+	}
+	r.byScenario[rc.Scenario] = append(r.byScenario[rc.Scenario], len(r.receipts))
 	r.receipts = append(r.receipts, rc)
 	r.trace = append(r.trace, te)
 	r.timings = append(r.timings, t)
@@ -174,6 +179,26 @@ func (r *Recorder) Receipts() []Receipt {
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return less(out[i].Scenario, out[i].Seq, out[j].Scenario, out[j].Seq) })
 	return out
+}
+
+// ScenarioReceipts returns the receipts of one scenario from its from-th
+// recorded one on (0-based, in recording order), sorted by sequence number,
+// and how many receipts the scenario has recorded in all. A caller that
+// serialises a scenario's calls (the policy sidecar) reads each request's
+// receipts with it in time proportional to their number.
+func (r *Recorder) ScenarioReceipts(scenario string, from int) ([]Receipt, int) {
+	r.mu.Lock()
+	idx := r.byScenario[scenario]
+	var out []Receipt
+	if from < len(idx) {
+		out = make([]Receipt, 0, len(idx)-from)
+		for _, i := range idx[max(from, 0):] {
+			out = append(out, r.receipts[i])
+		}
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, len(idx)
 }
 
 // Trace returns the trace entries sorted by scenario, then sequence number.

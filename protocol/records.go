@@ -46,6 +46,10 @@ const SaltSize = 32
 // ErrMalformed reports a protocol record that does not have the required form.
 var ErrMalformed = errors.New("malformed record")
 
+// ErrWrongKind reports an artifact of another kind than the one required (a
+// trace given where a submission is expected). It is also ErrMalformed.
+var ErrWrongKind = fmt.Errorf("wrong artifact kind: %w", ErrMalformed)
+
 // Task is the record of a task artifact: which protocol it is for, and its
 // content (the task directory, as a tree payload).
 type Task struct {
@@ -177,7 +181,7 @@ func LoadAs(ctx context.Context, st cas.Store, desc ocispec.Descriptor, kind str
 		return nil, err
 	}
 	if art.Kind != kind {
-		return nil, fmt.Errorf("%s is a %s, not a %s: %w", desc.Digest, art.Kind, kind, ErrMalformed)
+		return nil, fmt.Errorf("%s is a %s, not a %s: %w", desc.Digest, art.Kind, kind, ErrWrongKind)
 	}
 	if err := art.Decode(v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)

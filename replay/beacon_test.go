@@ -95,7 +95,7 @@ func newBeaconFixture(t *testing.T, commitUntil, revealUntil string) *beaconFixt
 
 func (f *beaconFixture) evaluate(b rollouts.Beacon, now string) (evaluate.Outcome, error) {
 	return evaluate.Evaluate(f.ctx, f.l, f.val, evaluate.Request{Reveal: f.reveal.Digest.String(), Task: f.task.Digest.String(),
-		Obs: at(now), Params: rollouts.Params{Beacon: b}})
+		Obs: at(now), Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: b}}})
 }
 
 func drandBeacon(round uint64, sig string) rollouts.Beacon {
@@ -113,7 +113,7 @@ func TestDrandBeacon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := out.Verdict
+	v := out.Verdict.(rollouts.Verdict)
 	if v.Status != rollouts.StatusPassed || v.Audit == nil {
 		t.Fatalf("verdict %s %s", v.Status, v.Reason)
 	}
@@ -183,7 +183,7 @@ func TestPlainBeaconIsUnverified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := out.Verdict.Audit.Beacon; b.Verified || b.Drand != nil || b.Value != "0f1e2d" {
+	if b := out.Verdict.(rollouts.Verdict).Audit.Beacon; b.Verified || b.Drand != nil || b.Value != "0f1e2d" {
 		t.Fatalf("plain beacon recorded as %+v", b)
 	}
 	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
@@ -199,15 +199,15 @@ func TestDrandBeaconHeightWindow(t *testing.T) {
 	h := int64(150)
 	obs.Height = &h
 	out, err := evaluate.Evaluate(f.ctx, f.l, f.val, evaluate.Request{Reveal: f.reveal.Digest.String(), Obs: obs,
-		Params: rollouts.Params{Beacon: drandBeacon(drandRound, drandSignature)}})
+		Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: drandBeacon(drandRound, drandSignature)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !out.Verdict.Audit.Beacon.Verified {
-		t.Fatalf("beacon %+v", out.Verdict.Audit.Beacon)
+	if !out.Verdict.(rollouts.Verdict).Audit.Beacon.Verified {
+		t.Fatalf("beacon %+v", out.Verdict.(rollouts.Verdict).Audit.Beacon)
 	}
 	if _, err := evaluate.Evaluate(f.ctx, f.l, f.val, evaluate.Request{Reveal: f.reveal.Digest.String(), Obs: obs,
-		Params: rollouts.Params{Beacon: drandBeacon(drandRound+1, drandSignature)}}); !errors.Is(err, rollouts.ErrBeacon) {
+		Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: drandBeacon(drandRound+1, drandSignature)}}}); !errors.Is(err, rollouts.ErrBeacon) {
 		t.Errorf("a later round: %v, want ErrBeacon", err)
 	}
 	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
@@ -240,7 +240,7 @@ func TestLateCommitmentVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := out.Verdict; v.Status != rollouts.StatusRejected || v.Reason != protocol.ReasonCommitLate || v.RevealCheck.RevealSeen.Time != "2024-07-24T21:00:00Z" {
+	if v := out.Verdict.(rollouts.Verdict); v.Status != rollouts.StatusRejected || v.Reason != protocol.ReasonCommitLate || v.RevealCheck.RevealSeen.Time != "2024-07-24T21:00:00Z" {
 		t.Fatalf("verdict %s %s, reveal seen %+v", v.Status, v.Reason, v.RevealCheck.RevealSeen)
 	}
 	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {

@@ -18,7 +18,6 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
-	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -51,21 +50,45 @@ type Result struct {
 	Signers    []string      `json:"signers"`
 	Status     string        `json:"status"` // the verdict's status, as regenerated
 	Diffs      []Diff        `json:"diffs"`
+	// Checks are what the driver re-derived outside the record and found
+	// equal (for example retrained checkpoints).
+	Checks []Diff `json:"checks"`
 	// Skipped lists the verdict's signatures that did not count (not by a
 	// trusted key, or not readable as feval signatures).
 	Skipped []bundle.SignatureCheck `json:"skipped"`
 }
 
 // Fetch copies a verdict and everything it depends on from src into l: the
-// verdict with its signatures and subject, and the reveal with its commitment,
-// round and task, each with their signatures, and the submission.
+// verdict with its signatures and subject, the reveal with its commitment,
+// round and task, each with their signatures, the submission, and the evidence
+// its protocol's driver names (checkpoints).
 func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, verdict ocispec.Descriptor) error {
 	if _, err := cas.Copy(ctx, src, l, verdict, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 		return fmt.Errorf("fetching verdict: %w", err)
 	}
-	_, v, err := evaluate.LoadVerdict(ctx, l, verdict)
+	art, v, err := evaluate.LoadVerdict(ctx, l, verdict)
 	if err != nil {
 		return err
+	}
+	driver, err := evaluate.Options{}.Driver(v.Protocol)
+	if err != nil {
+		return err
+	}
+	evidence, err := driver.Evidence(art)
+	if err != nil {
+		return err
+	}
+	for _, d := range evidence {
+		desc, err := src.Resolve(ctx, d.String())
+		if err != nil {
+			return fmt.Errorf("fetching evidence %s: %w", d, err)
+		}
+		if _, err := cas.Copy(ctx, src, l, desc, cas.CopyOptions{}); err != nil {
+			return fmt.Errorf("fetching evidence %s: %w", d, err)
+		}
+		if err := copySignatures(ctx, src, l, desc); err != nil {
+			return err
+		}
 	}
 	for _, d := range []digest.Digest{v.Inputs.Reveal, v.Submission, v.Inputs.Task} {
 		desc, err := src.Resolve(ctx, d.String())
@@ -106,21 +129,31 @@ func copySignatures(ctx context.Context, src cas.Store, l *cas.Layout, desc ocis
 	return nil
 }
 
-// Run replays the verdict held in st. trusted are the validator keys the
-// auditor accepts: the verdict must carry a signature by one of them, and
-// signatures by other keys or in other formats are reported in
-// Result.Skipped and otherwise ignored. With no trusted keys Run refuses
-// (ErrNoTrustedKeys); a verdict no trusted key signed is an error wrapping
-// ErrUntrusted and bundle.ErrVerify that names the keys that did sign.
-// Verification failures are errors wrapping bundle.ErrVerify; a verdict that
-// verifies but regenerates differently is a Result with Outcome Differs.
+// Run replays the verdict held in st with the default driver options.
 func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey) (Result, error) {
-	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Skipped: []bundle.SignatureCheck{}}
+	return RunWith(ctx, st, verdict, trusted, evaluate.Options{})
+}
+
+// RunWith replays the verdict held in st through its protocol's driver,
+// configured by opts (for example an optimizer replay that retrains). trusted
+// are the validator keys the auditor accepts: the verdict must carry a
+// signature by one of them, and signatures by other keys or in other formats
+// are reported in Result.Skipped and otherwise ignored. With no trusted keys
+// RunWith refuses (ErrNoTrustedKeys); a verdict no trusted key signed is an
+// error wrapping ErrUntrusted and bundle.ErrVerify that names the keys that
+// did sign. Verification failures are errors wrapping bundle.ErrVerify; a
+// verdict that verifies but regenerates differently, or whose driver reports
+// findings, is a Result with Outcome Differs.
+func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
+	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Skipped: []bundle.SignatureCheck{}}
 	if len(trusted) == 0 {
 		return res, ErrNoTrustedKeys
 	}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
+		if isDamage(err) {
+			return res, fmt.Errorf("%w: %w", bundle.ErrVerify, err)
+		}
 		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
 	}
 	signers, skipped, err := TrustedSignatures(ctx, st, art.Desc, trusted)
@@ -144,7 +177,32 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	if err != nil {
 		return res, fmt.Errorf("reveal %s: %w", recorded.Inputs.Reveal, err)
 	}
-	refs, err := rollouts.ResolveRefs(ctx, st, reveal)
+	// A damaged or incomplete copy of the reveal or the submission is the
+	// auditor's store failing verification, not a verdict that differs (an
+	// absent submission manifest is left to the reveal checks, which record
+	// it as submission_missing).
+	inputs := []ocispec.Descriptor{reveal}
+	if sub, err := st.Resolve(ctx, recorded.Submission.String()); err == nil {
+		inputs = append(inputs, sub)
+	} else if !errors.Is(err, cas.ErrNotFound) {
+		return res, fmt.Errorf("submission %s: %w", recorded.Submission, err)
+	}
+	for _, desc := range inputs {
+		rep := bundle.Verify(ctx, st, desc, nil)
+		for _, p := range rep.Problems {
+			if isDamage(p) {
+				return res, fmt.Errorf("input %s: %w: %w", desc.Digest, bundle.ErrVerify, p)
+			}
+		}
+	}
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
+	if err != nil {
+		return res, err
+	}
+	if refs.Protocol != recorded.Protocol {
+		return res, fmt.Errorf("verdict %s: %w: a %s verdict about a %s round", verdict.Digest, protocol.ErrMalformed, recorded.Protocol, refs.Protocol)
+	}
+	driver, err := opts.Driver(refs.Protocol)
 	if err != nil {
 		return res, err
 	}
@@ -159,41 +217,57 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		entry.Status, entry.Reason = protocol.StatusRejected, recorded.RevealCheck.Reason
 		entry.Violations = nil
 	}
-	params := rollouts.Params{Sequence: recorded.Sequence}
-	if recorded.Audit != nil {
-		params.Full = recorded.Audit.Full
-		var r protocol.Round
-		if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
-			return res, fmt.Errorf("reading round: %w", err)
-		}
-		// A drand beacon is verified and its value derived again; a plain one
-		// is taken as recorded and regenerates as unverified.
-		params.Beacon, err = rollouts.ResolveBeacon(recorded.Audit.Beacon, r, recorded.RevealCheck.RevealSeen)
-		if err != nil {
-			return res, fmt.Errorf("verdict %s: %w: %v", verdict.Digest, bundle.ErrVerify, err)
-		}
-	}
-	regen, err := rollouts.Decide(ctx, st, refs, entry, params)
+	regen, findings, err := driver.Redecide(ctx, protocol.Case{Store: st, Refs: refs, Entry: entry, Sequence: recorded.Sequence}, art)
 	if err != nil {
 		return res, err
 	}
-	res.Status = regen.Status
+	res.Status = regen.Head().Status
 	enc, err := bundle.Encode(bundle.Artifact{Kind: protocol.KindVerdict, Record: regen, Subject: art.Manifest.Subject,
 		Created: art.Manifest.Annotations[ocispec.AnnotationCreated]})
 	if err != nil {
 		return res, err
 	}
 	res.Recomputed = enc.Desc.Digest
-	if enc.Desc.Digest == verdict.Digest {
+	for _, f := range findings {
+		d := Diff{Path: f.Path, Recorded: f.Recorded, Recomputed: f.Recomputed}
+		if f.Equal {
+			res.Checks = append(res.Checks, d)
+		} else {
+			res.Diffs = append(res.Diffs, d)
+		}
+	}
+	// The verdict is about the submission (the reveal when the submission
+	// never arrived), whatever its manifest says: a verdict hung on another
+	// subject would be listed as evidence about that one.
+	want := refs.Submission.Digest
+	if refs.Submission.MediaType == "" {
+		want = refs.Reveal.Digest
+	}
+	if got := art.Manifest.Subject; got == nil || got.Digest != want {
+		recorded := "(absent)"
+		if got != nil {
+			recorded = got.Digest.String()
+		}
+		res.Diffs = append(res.Diffs, Diff{Path: "(subject)", Recorded: recorded, Recomputed: want.String()})
+	}
+	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical
 		return res, nil
 	}
 	res.Outcome = Differs
-	res.Diffs = DiffJSON(art.Record, enc.Record)
-	if len(res.Diffs) == 0 {
-		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
+	n := len(res.Diffs)
+	res.Diffs = append(res.Diffs, DiffJSON(art.Record, enc.Record)...)
+	if enc.Desc.Digest != verdict.Digest && len(res.Diffs) == n {
+		res.Diffs = append(res.Diffs, Diff{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()})
 	}
 	return res, nil
+}
+
+// isDamage reports a store that fails to deliver what it names: bytes that
+// do not match their digest or size, or a blob that is absent. A record of
+// the wrong form is not damage: the reveal checks decide on it.
+func isDamage(err error) bool {
+	return errors.Is(err, cas.ErrDigestMismatch) || errors.Is(err, cas.ErrSizeMismatch) || errors.Is(err, cas.ErrNotFound)
 }
 
 func hasDigestProblem(rep bundle.Report) bool {

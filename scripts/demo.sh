@@ -132,4 +132,18 @@ show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$FORGED"; echo "(exi
 show replay --pub "$WORK/rogue/key.pub" "$FORGED"; echo "(exit $?: trusting the rogue's key: signed, but the regenerated verdict differs)"
 set -e
 
+step "everyone: keep the round, its verdicts and a consensus record in bin/demo for 'feval serve'"
+as validator >/dev/null
+FP_VALIDATOR=$("$BIN/feval" key show | sed -n 's/^fingerprint //p')
+KEEP="$BIN/demo"
+rm -rf "$KEEP"
+mkdir -p "$KEEP"
+cp "$WORK/validator/key.pub" "$KEEP/validator.pub"
+printf '{"stakes":{"%s":1}}\n' "$FP_VALIDATOR" > "$KEEP/stakes.json"
+export FEVAL_STORE="$KEEP/store" FEVAL_KEY="$KEEP/viewer.key"
+"$BIN/feval" init >/dev/null
+"$BIN/feval" key generate >/dev/null
+show consensus --round "$ROUND" --from "$REPO" --stakes "$KEEP/stakes.json" --pub "$KEEP/validator.pub" | head -8 || true
+echo "browse it: bin/feval serve --store bin/demo/store --pub bin/demo/validator.pub   (then open the printed URL)"
+
 step "done: honest verdict replayed identical; inflated rows rejected; forgeries caught"

@@ -67,6 +67,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			completionCommand(a),
 			manCommand(a),
 			meterCommand(a),
+			serveCommand(a),
+			policyCommand(a),
 		},
 	}
 	applyConventions(app)

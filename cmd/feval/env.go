@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/feval/feval/cas"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +39,8 @@ func envVars() []envVar {
 		{envDocker, "directory of the Docker config.json holding registry credentials", false},
 		{envPlainHTTP, "set to 1 to use plain HTTP for non-loopback registries", false},
 		{envMeterKey, "bearer token the meter sends to model upstreams", true},
+		{envTimeout, "overall deadline of a command's registry work, e.g. 10m (default: none)", false},
+		{envIdleTimeout, "give up on a registry connection idle this long (default: " + cas.DefaultIdleTimeout.String() + ")", false},
 	}
 }
 

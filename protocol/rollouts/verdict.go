@@ -110,6 +110,18 @@ func ResolveBeacon(b Beacon, r protocol.Round, revealSeen protocol.Seen) (Beacon
 	return b.Derive()
 }
 
+// Text names a beacon and says whether it was verified.
+func (b Beacon) Text() string {
+	if b.Drand != nil && b.Verified {
+		name := b.Drand.Chain
+		if c, ok := beacon.Chains[b.Drand.Chain]; ok {
+			name = c.Name
+		}
+		return fmt.Sprintf("drand %s round %d (verified), value %s", name, b.Drand.Round, b.Value)
+	}
+	return fmt.Sprintf("%s (unverified), value %s", b.Source, b.Value)
+}
+
 // Derive verifies a drand beacon's signature and derives its Source, Value and
 // Verified from it, without the round-window rule of ResolveBeacon (which
 // needs the round). A plain beacon is returned as unverified.
@@ -147,22 +159,10 @@ type Verdict struct {
 }
 
 // Inputs are the digests of everything the verdict depends on.
-type Inputs struct {
-	Task            digest.Digest `json:"task"`
-	Round           digest.Digest `json:"round"`
-	Commitment      digest.Digest `json:"commitment"`
-	CommitmentValue string        `json:"commitment_value"`
-	Reveal          digest.Digest `json:"reveal"`
-	Miner           string        `json:"miner"`
-}
+type Inputs = protocol.Inputs
 
 // RevealCheck is the outcome of the reveal checks and the clock readings used.
-type RevealCheck struct {
-	Status     string        `json:"status"`
-	Reason     string        `json:"reason,omitempty"`
-	CommitSeen protocol.Seen `json:"commit_seen"`
-	RevealSeen protocol.Seen `json:"reveal_seen"`
-}
+type RevealCheck = protocol.RevealCheck
 
 // Audit is the sampled recomputation.
 type Audit struct {
@@ -184,62 +184,34 @@ type AuditRow struct {
 }
 
 // Refs are the artifacts one evaluation is about, resolved in a store.
-type Refs struct {
-	Round, Commitment, Reveal, Submission ocispec.Descriptor
-	Task                                  digest.Digest
-}
+type Refs = protocol.Refs
 
 // ErrProtocol reports a reveal of a round of another protocol than rollouts.
 var ErrProtocol = errors.New("round is not for the rollouts protocol")
 
-// ResolveRefs follows a reveal to its commitment (its subject), the round (the
-// commitment's subject), the task (named by the round) and the submission. The
-// round must be for the rollouts protocol (else the error wraps ErrProtocol and
-// the references are still returned).
+// ResolveRefs is protocol.ResolveRefs for a round of the rollouts protocol
+// (else the error wraps ErrProtocol and the references are still returned).
 func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, error) {
-	refs, r, err := ResolveRound(ctx, st, reveal)
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
 	if err != nil {
 		return Refs{}, err
 	}
-	if r.Protocol != "rollouts" {
-		return refs, fmt.Errorf("round %s is for protocol %q: %w", refs.Round.Digest, r.Protocol, ErrProtocol)
+	if refs.Protocol != "rollouts" {
+		return refs, fmt.Errorf("round %s is for protocol %q: %w", refs.Round.Digest, refs.Protocol, ErrProtocol)
 	}
 	return refs, nil
 }
 
-// ResolveRound is ResolveRefs for a round of any protocol; it also returns the
-// round record.
+// ResolveRound is protocol.ResolveRefs for a round of any protocol; it also
+// returns the round record.
 func ResolveRound(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, protocol.Round, error) {
 	var r protocol.Round
-	var rv protocol.Reveal
-	art, err := protocol.LoadAs(ctx, st, reveal, protocol.KindReveal, &rv)
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
 	if err != nil {
-		return Refs{}, r, fmt.Errorf("reading reveal: %w", err)
-	}
-	if art.Manifest.Subject == nil {
-		return Refs{}, r, fmt.Errorf("reveal %s has no subject: %w", reveal.Digest, protocol.ErrMalformed)
-	}
-	refs := Refs{Reveal: art.Desc, Commitment: *art.Manifest.Subject}
-	var c protocol.Commitment
-	cart, err := protocol.LoadAs(ctx, st, refs.Commitment, protocol.KindCommitment, &c)
-	if err != nil {
-		return Refs{}, r, fmt.Errorf("reading commitment: %w", err)
-	}
-	if cart.Manifest.Subject == nil {
-		return Refs{}, r, fmt.Errorf("commitment %s has no subject: %w", refs.Commitment.Digest, protocol.ErrMalformed)
-	}
-	refs.Round = *cart.Manifest.Subject
-	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
-		return Refs{}, r, fmt.Errorf("reading round: %w", err)
-	}
-	refs.Task = r.Task
-	sub, err := st.Resolve(ctx, rv.Submission.String())
-	if err != nil && !errors.Is(err, cas.ErrNotFound) {
 		return Refs{}, r, err
 	}
-	refs.Submission = sub
-	if err != nil {
-		refs.Submission = ocispec.Descriptor{Digest: rv.Submission}
+	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
+		return Refs{}, r, fmt.Errorf("reading round: %w", err)
 	}
 	return refs, r, nil
 }
@@ -284,7 +256,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	v.Rows = rows.n
 	v.ClaimedScore = FormatReward(rows.score)
 	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
-	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Mismatches: []string{}, Undetermined: []string{}}
+	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Rows: []AuditRow{}, Mismatches: []string{}, Undetermined: []string{}}
 	ids := task.IDs()
 	if !p.Full {
 		ids = scoring.SampleRows(seed, ids, task.Spec.AuditRows)
@@ -454,4 +426,29 @@ func indexedRows(fsys fs.FS, meta gate.RolloutSubmission, task *LoadedTask, lim 
 		return row{response: r.Response, claimed: claimed, claimedText: c.Reward}, nil
 	}
 	return submissionRows{n: x.Len(), score: score, get: get}, nil
+}
+
+// Head returns the fields every protocol's verdict shares.
+func (v Verdict) Head() protocol.VerdictHead {
+	return protocol.VerdictHead{Protocol: v.Protocol, Status: v.Status, Reason: v.Reason, Submission: v.Submission,
+		Inputs: v.Inputs, RevealCheck: v.RevealCheck, Sequence: v.Sequence}
+}
+
+// Details renders the audit for text output.
+func (v Verdict) Details() []protocol.Detail {
+	var out []protocol.Detail
+	if v.ClaimedScore != "" {
+		out = append(out, protocol.Detail{Label: "claimed score", Value: v.ClaimedScore})
+	}
+	if v.Audit != nil {
+		out = append(out, protocol.Detail{Label: "beacon", Value: v.Audit.Beacon.Text()})
+		out = append(out, protocol.Detail{Label: "audited rows", Value: fmt.Sprintf("%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))})
+		for _, id := range v.Audit.Mismatches {
+			out = append(out, protocol.Detail{Label: "mismatch", Value: id})
+		}
+	}
+	for _, vi := range v.Violations {
+		out = append(out, protocol.Detail{Label: "violation", Value: vi.String()})
+	}
+	return out
 }
