@@ -92,7 +92,7 @@ fixture-upstream: $(BIN)/fixture-upstream
 $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
 
-bench: build tools debian-deps
+bench: build tools debian-deps $(BIN)/genrollouts
 	./scripts/bench.sh
 
 # A round at scale (256 miners, 16 validators, 10k and 100k rows); not part

@@ -249,6 +249,8 @@ fi
 echo
 echo "## Rollouts: scoring and audits (one core)"
 go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/rollouts/
+echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds)"
+BENCH_RUNS=3 ./scripts/bench-audit.sh
 
 echo
 echo "## Sandbox: start-up of /bin/true, feval against bwrap (200 runs)"
