@@ -41,9 +41,10 @@ debian-deps:
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
+	[ -f /usr/lib/python3/dist-packages/torch/__init__.py ] || need="$$need python3-torch"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
 	fi
 
 # Every test: unit, conformance against a real registry, CLI scripts, interop
@@ -62,8 +63,9 @@ test: debian-deps build tools lint node-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: debian-deps build tools $(BIN)/genrollouts
+demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask
 	./scripts/demo.sh
+	./scripts/demo-optimizer.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
@@ -79,6 +81,8 @@ fixture-upstream: $(BIN)/fixture-upstream
 
 $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
+$(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genoptask
 
 bench: build tools debian-deps
 	./scripts/bench.sh

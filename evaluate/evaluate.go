@@ -13,7 +13,6 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
-	"github.com/feval/feval/protocol/rollouts"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -23,24 +22,28 @@ var ErrTaskMismatch = errors.New("the reveal belongs to another task")
 
 // Request is one evaluation a validator asks for.
 type Request struct {
-	Reveal  string // digest, prefix or tag of the reveal (local store or Source)
-	Task    string // digest, prefix or tag the reveal must belong to ("" = any)
-	Source  cas.Store
-	Obs     protocol.Observation
-	Params  rollouts.Params
+	Reveal string // digest, prefix or tag of the reveal (local store or Source)
+	Task   string // digest, prefix or tag the reveal must belong to ("" = any)
+	Source cas.Store
+	Obs    protocol.Observation
+	// Options configure the protocol drivers.
+	Options Options
 	Created string
 }
 
 // Outcome is a signed verdict and where it is.
 type Outcome struct {
-	Verdict  rollouts.Verdict   `json:"verdict"`
+	Verdict  Verdict            `json:"verdict"`
 	Artifact ocispec.Descriptor `json:"artifact"`
+	// Evidence are the artifacts the verdict names beyond the shared inputs
+	// (checkpoints), to publish with it.
+	Evidence []ocispec.Descriptor `json:"evidence"`
 }
 
 // Evaluate runs a validator's evaluation of one reveal: it collects the round
-// from the source, records first-seen times, applies the reveal checks and the
-// protocol's audit, and writes the verdict signed by s, with the submission as
-// its subject.
+// from the source, records first-seen times, applies the reveal checks, hands
+// the reveal to its protocol's Driver, and writes the verdict signed by s,
+// with the submission as its subject.
 func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request) (Outcome, error) {
 	src := req.Source
 	if src == nil {
@@ -55,7 +58,11 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("reveal %s: %w", req.Reveal, err)
 	}
-	refs, err := rollouts.ResolveRefs(ctx, l, reveal)
+	refs, err := protocol.ResolveRefs(ctx, l, reveal)
+	if err != nil {
+		return Outcome{}, err
+	}
+	driver, err := req.Options.Driver(refs.Protocol)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -80,15 +87,14 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if !ok {
 		return Outcome{}, fmt.Errorf("reveal %s was not found among the round's reveals", reveal.Digest)
 	}
-	if refs, err = rollouts.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
+	if refs, err = protocol.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
 		return Outcome{}, err
 	}
 	seq, err := nextSequence(l)
 	if err != nil {
 		return Outcome{}, err
 	}
-	req.Params.Sequence = seq
-	v, err := rollouts.Decide(ctx, l, refs, entry, req.Params)
+	v, err := driver.Decide(ctx, protocol.Case{Store: l, Signer: s, Refs: refs, Entry: entry, Sequence: seq, Created: req.Created})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -100,7 +106,23 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Verdict: v, Artifact: desc}, l.Flush()
+	out := Outcome{Verdict: v, Artifact: desc, Evidence: []ocispec.Descriptor{}}
+	art, err := bundle.Load(ctx, l, desc)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ds, err := driver.Evidence(art)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, d := range ds {
+		e, err := l.Resolve(ctx, d.String())
+		if err != nil {
+			return Outcome{}, fmt.Errorf("evidence %s: %w", d, err)
+		}
+		out.Evidence = append(out.Evidence, e)
+	}
+	return out, l.Flush()
 }
 
 // nextSequence returns the validator's next verdict sequence number, kept in the
@@ -130,12 +152,19 @@ func nextSequence(l *cas.Layout) (uint64, error) {
 	return n, cas.WriteFileAtomic(path, []byte(strconv.FormatUint(n, 10)+"\n"))
 }
 
-// LoadVerdict reads a verdict artifact's record.
-func LoadVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (*bundle.Loaded, rollouts.Verdict, error) {
-	var v rollouts.Verdict
-	art, err := protocol.LoadAs(ctx, st, desc, protocol.KindVerdict, &v)
+// LoadVerdict reads a verdict artifact of any protocol and the fields every
+// verdict shares.
+func LoadVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (*bundle.Loaded, protocol.VerdictHead, error) {
+	art, err := bundle.Load(ctx, st, desc)
 	if err != nil {
-		return nil, v, err
+		return nil, protocol.VerdictHead{}, err
 	}
-	return art, v, nil
+	if art.Kind != protocol.KindVerdict {
+		return nil, protocol.VerdictHead{}, fmt.Errorf("%s is a %s, not a verdict: %w", desc.Digest, art.Kind, protocol.ErrMalformed)
+	}
+	h, err := protocol.ParseVerdictHead(art.Record)
+	if err != nil {
+		return nil, h, err
+	}
+	return art, h, nil
 }

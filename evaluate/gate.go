@@ -10,6 +10,7 @@ import (
 	"io/fs"
 
 	"github.com/feval/feval/gate"
+	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
 )
 
@@ -64,7 +65,8 @@ func ValidateTask(protocol string, task fs.FS) error {
 		}
 		return nil
 	case "optimizer":
-		return nil
+		_, err := optimizer.LoadTask(task)
+		return err
 	}
 	return fmt.Errorf("unknown protocol %q", protocol)
 }

@@ -202,11 +202,11 @@ func TestRolloutLoop(t *testing.T) {
 	for _, m := range miners {
 		out, err := evaluate.Evaluate(ctx, validator, validatorKey, evaluate.Request{
 			Reveal: m.reveal.Digest.String(), Task: task.Digest.String(), Source: remote,
-			Obs: at("2026-12-01T06:00:00Z"), Params: rollouts.Params{Beacon: beacon}})
+			Obs: at("2026-12-01T06:00:00Z"), Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: beacon}}})
 		if err != nil {
 			t.Fatalf("%s: %v", m.kind, err)
 		}
-		v := out.Verdict
+		v := out.Verdict.(rollouts.Verdict)
 		switch m.kind {
 		case fx.Honest:
 			if v.Status != rollouts.StatusPassed || v.Audit.SampleSize != 320 || len(v.Audit.Mismatches) != 0 {
@@ -248,11 +248,11 @@ func TestRolloutLoop(t *testing.T) {
 			continue
 		}
 		out, err := evaluate.Evaluate(ctx, validator, validatorKey, evaluate.Request{
-			Reveal: m.reveal.Digest.String(), Obs: at("2026-12-01T06:00:00Z"), Params: rollouts.Params{Beacon: beacon, Full: true}})
+			Reveal: m.reveal.Digest.String(), Obs: at("2026-12-01T06:00:00Z"), Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: beacon, Full: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(out.Verdict.Audit.Mismatches); got != len(inflated[fx.Inflated1]) || got != 100 {
+		if got := len(out.Verdict.(rollouts.Verdict).Audit.Mismatches); got != len(inflated[fx.Inflated1]) || got != 100 {
 			t.Fatalf("full audit of inflated-1 found %d mismatches, want 100", got)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
-	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -49,15 +48,36 @@ type Result struct {
 }
 
 // Fetch copies a verdict and everything it depends on from src into l: the
-// verdict with its signatures and subject, and the reveal with its commitment,
-// round and task, each with their signatures, and the submission.
+// verdict with its signatures and subject, the reveal with its commitment,
+// round and task, each with their signatures, the submission, and the evidence
+// its protocol's driver names (checkpoints).
 func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, verdict ocispec.Descriptor) error {
 	if _, err := cas.Copy(ctx, src, l, verdict, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 		return fmt.Errorf("fetching verdict: %w", err)
 	}
-	_, v, err := evaluate.LoadVerdict(ctx, l, verdict)
+	art, v, err := evaluate.LoadVerdict(ctx, l, verdict)
 	if err != nil {
 		return err
+	}
+	driver, err := evaluate.Options{}.Driver(v.Protocol)
+	if err != nil {
+		return err
+	}
+	evidence, err := driver.Evidence(art)
+	if err != nil {
+		return err
+	}
+	for _, d := range evidence {
+		desc, err := src.Resolve(ctx, d.String())
+		if err != nil {
+			return fmt.Errorf("fetching evidence %s: %w", d, err)
+		}
+		if _, err := cas.Copy(ctx, src, l, desc, cas.CopyOptions{}); err != nil {
+			return fmt.Errorf("fetching evidence %s: %w", d, err)
+		}
+		if err := copySignatures(ctx, src, l, desc); err != nil {
+			return err
+		}
 	}
 	for _, d := range []digest.Digest{v.Inputs.Reveal, v.Submission, v.Inputs.Task} {
 		desc, err := src.Resolve(ctx, d.String())
@@ -98,11 +118,18 @@ func copySignatures(ctx context.Context, src cas.Store, l *cas.Layout, desc ocis
 	return nil
 }
 
-// Run replays the verdict held in st. trusted, when not empty, are the validator
-// keys the auditor accepts; the verdict must be signed by one of them.
-// Verification failures are errors wrapping bundle.ErrVerify; a verdict that
-// verifies but regenerates differently is a Result with Outcome Differs.
+// Run replays the verdict held in st with the default driver options.
 func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey) (Result, error) {
+	return RunWith(ctx, st, verdict, trusted, evaluate.Options{})
+}
+
+// RunWith replays the verdict held in st through its protocol's driver,
+// configured by opts (for example an optimizer replay that retrains). trusted,
+// when not empty, are the validator keys the auditor accepts; the verdict must
+// be signed by one of them. Verification failures are errors wrapping
+// bundle.ErrVerify; a verdict that verifies but regenerates differently, or
+// whose driver reports findings, is a Result with Outcome Differs.
+func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
 	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
@@ -132,7 +159,14 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 	if err != nil {
 		return res, fmt.Errorf("reveal %s: %w", recorded.Inputs.Reveal, err)
 	}
-	refs, err := rollouts.ResolveRefs(ctx, st, reveal)
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
+	if err != nil {
+		return res, err
+	}
+	if refs.Protocol != recorded.Protocol {
+		return res, fmt.Errorf("verdict %s: %w: a %s verdict about a %s round", verdict.Digest, protocol.ErrMalformed, recorded.Protocol, refs.Protocol)
+	}
+	driver, err := opts.Driver(refs.Protocol)
 	if err != nil {
 		return res, err
 	}
@@ -147,27 +181,26 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 		entry.Status, entry.Reason = protocol.StatusRejected, recorded.RevealCheck.Reason
 		entry.Violations = nil
 	}
-	params := rollouts.Params{Sequence: recorded.Sequence}
-	if recorded.Audit != nil {
-		params.Beacon, params.Full = recorded.Audit.Beacon, recorded.Audit.Full
-	}
-	regen, err := rollouts.Decide(ctx, st, refs, entry, params)
+	regen, findings, err := driver.Redecide(ctx, protocol.Case{Store: st, Refs: refs, Entry: entry, Sequence: recorded.Sequence}, art)
 	if err != nil {
 		return res, err
 	}
-	res.Status = regen.Status
+	res.Status = regen.Head().Status
 	enc, err := bundle.Encode(bundle.Artifact{Kind: protocol.KindVerdict, Record: regen, Subject: art.Manifest.Subject,
 		Created: art.Manifest.Annotations[ocispec.AnnotationCreated]})
 	if err != nil {
 		return res, err
 	}
 	res.Recomputed = enc.Desc.Digest
-	if enc.Desc.Digest == verdict.Digest {
+	for _, f := range findings {
+		res.Diffs = append(res.Diffs, Diff(f))
+	}
+	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical
 		return res, nil
 	}
 	res.Outcome = Differs
-	res.Diffs = DiffJSON(art.Record, enc.Record)
+	res.Diffs = append(res.Diffs, DiffJSON(art.Record, enc.Record)...)
 	if len(res.Diffs) == 0 {
 		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
 	}

@@ -258,3 +258,7 @@ echo
 echo "## Meter: p50 overhead and throughput against the fixture upstream called directly"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 go test -run '^$' -bench 'BenchmarkMeter' -benchtime 3000x -count 3 ./meter/
+
+echo
+echo "## Optimizer: training steps/s in the sandbox against python3 directly, held-out evaluation"
+go test -run '^$' -bench 'BenchmarkTraining' -benchtime 5x ./protocol/optimizer/

@@ -9,6 +9,7 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/replay"
 	"github.com/feval/feval/scoring"
@@ -141,21 +142,25 @@ func evaluateCommand(a *appEnv) *cli.Command {
 	st, k, rem, out, clk, bo := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}, &clockOptions{}, &beaconOptions{}
 	return &cli.Command{
 		Name:      "evaluate",
-		Usage:     "validator: check a reveal, audit its sampled rows, and write a signed verdict",
+		Usage:     "validator: check a reveal, evaluate it by its task's protocol (audit rows, train an optimizer), and write a signed verdict",
 		ArgsUsage: "REVEAL",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "task", Usage: "the task the reveal must belong to (digest, prefix or tag); required"},
 			&cli.StringFlag{Name: "from", Usage: "registry repository to collect the round from"},
 			&cli.StringFlag{Name: "to", Usage: "registry repository to push the verdict to"},
-			&cli.BoolFlag{Name: "full", Usage: "recompute every row instead of a sample"},
+			&cli.BoolFlag{Name: "full", Usage: "rollouts: recompute every row instead of a sample"},
+			&cli.Int64Flag{Name: "bar", Usage: "optimizer: the bar in force, in micro-nats of held-out loss (default: the task's baseline)"},
+			&cli.Int64Flag{Name: "floor", Usage: "optimizer: the least improvement that clears the bar, in micro-nats (default: the rules' floor)"},
 		}, bo.Flags(), clk.Flags(), st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
-			if err := bo.Parse(c); err != nil {
-				return err
+			if c.String("beacon") != "" || c.String("beacon-source") != "" {
+				if err := bo.Parse(c); err != nil {
+					return err
+				}
 			}
 			if err := clk.Parse(c); err != nil {
 				return err
@@ -178,46 +183,48 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
-			req := evaluate.Request{Reveal: c.Args().First(), Task: c.String("task"), Obs: clk.obs,
-				Params: rollouts.Params{Beacon: bo.b, Full: c.Bool("full")}, Created: ts}
+			if c.Int64("bar") < 0 || c.Int64("floor") < 0 {
+				return usagef("--bar and --floor are non-negative micro-nats")
+			}
+			req := evaluate.Request{Reveal: c.Args().First(), Task: c.String("task"), Obs: clk.obs, Created: ts,
+				Options: evaluate.Options{
+					Rollouts:  rollouts.Params{Beacon: bo.b, Full: c.Bool("full")},
+					Optimizer: optimizer.Params{BarMicroNats: c.Int64("bar"), FloorMicroNats: c.Int64("floor")},
+				}}
 			if src != nil {
 				req.Source = src
 			}
 			res, err := evaluate.Evaluate(c.Context, l, s, req)
-			if errors.Is(err, evaluate.ErrTaskMismatch) {
+			if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, evaluate.ErrOptions) {
 				return usagef("%v", err)
 			}
 			if err != nil {
 				return err
 			}
 			if dst != nil {
+				for _, e := range res.Evidence {
+					if err := publish(c.Context, l, dst, e, "evidence"); err != nil {
+						return err
+					}
+				}
 				if err := publish(c.Context, l, dst, res.Artifact, "verdict"); err != nil {
 					return err
 				}
 			}
+			h := res.Verdict.Head()
 			if err := a.render(out, res, func(w *tabw) {
-				v := res.Verdict
 				w.line("verdict\t%s", res.Artifact.Digest)
-				w.line("status\t%s %s", v.Status, v.Reason)
-				w.line("submission\t%s", v.Submission)
-				if v.ClaimedScore != "" {
-					w.line("claimed score\t%s", v.ClaimedScore)
-				}
-				if v.Audit != nil {
-					w.line("audited rows\t%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))
-					for _, id := range v.Audit.Mismatches {
-						w.line("mismatch\t%s", id)
-					}
-				}
-				for _, vi := range v.Violations {
-					w.line("violation\t%s", vi)
+				w.line("status\t%s %s", h.Status, h.Reason)
+				w.line("submission\t%s", h.Submission)
+				for _, d := range res.Verdict.Details() {
+					w.line("%s\t%s", d.Label, d.Value)
 				}
 			}); err != nil {
 				return err
 			}
-			if res.Verdict.Status == rollouts.StatusRejected {
-				return &renderedError{code: exitRejected, err: fmt.Errorf("rejected: %s", res.Verdict.Reason),
-					summary: fmt.Sprintf("submission %s rejected (%s); verdict %s written", res.Verdict.Submission, res.Verdict.Reason, res.Artifact.Digest)}
+			if h.Status == protocol.VerdictRejected {
+				return &renderedError{code: exitRejected, err: fmt.Errorf("rejected: %s", h.Reason),
+					summary: fmt.Sprintf("submission %s rejected (%s); verdict %s written", h.Submission, h.Reason, res.Artifact.Digest)}
 			}
 			return nil
 		},
@@ -232,6 +239,7 @@ func replayCommand(a *appEnv) *cli.Command {
 		ArgsUsage: "VERDICT|CONSENSUS",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "registry repository to fetch the verdict and its inputs from"},
+			&cli.BoolFlag{Name: "retrain", Usage: "optimizer: also train again for the recorded steps and compare checkpoints bit for bit (runs the submission in the sandbox)"},
 			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
 		}, st.Flags(), tr.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
@@ -274,7 +282,7 @@ func replayCommand(a *appEnv) *cli.Command {
 			} else if ok, err := a.replayConsensus(c.Context, out, l, nil, desc, trusted); ok || err != nil {
 				return err
 			}
-			res, err := replay.Run(c.Context, l, desc, trusted)
+			res, err := replay.RunWith(c.Context, l, desc, trusted, evaluate.Options{Retrain: c.Bool("retrain")})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,10 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
 	"strconv"
 	"strings"
 	"time"
@@ -11,33 +15,51 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// frontierOptions: the runs file, the baseline and the rules of the frontier.
+// frontierOptions: the runs (from a round's signed verdicts, or a what-if
+// file), the baseline and the rules of the frontier.
 type frontierOptions struct {
 	runs     []scoring.Run
 	baseline int64
 	rules    scoring.Rules
+	st       storeOptions
+	tr       trustOptions
+	rem      remoteOptions
 }
 
 func (o *frontierOptions) Flags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "events", Usage: "JSON list of runs, in the order they became final: {submission, author, run_index, loss_micro_nats, at_sec}; required"},
-		&cli.Int64Flag{Name: "baseline", Usage: "the bar at launch, in micro-nats of held-out loss; required"},
+	return flagSet([]cli.Flag{
+		&cli.StringFlag{Name: "round", Usage: "optimizer round whose signed verdicts give the runs (digest, prefix or tag)"},
+		&cli.StringFlag{Name: "from", Usage: "with --round: registry repository to gather the round and its verdicts from"},
+		&cli.StringFlag{Name: "launch", Usage: "with --round: the competition's launch (RFC 3339); runs are timed by their reveal's first-seen time (default: the round's commit deadline)"},
+		&cli.StringFlag{Name: "events", Usage: "instead of --round, a what-if JSON list of runs in the order they became final: {submission, author, run_index, loss_micro_nats, at_sec}"},
+		&cli.Int64Flag{Name: "baseline", Usage: "the bar at launch, in micro-nats of held-out loss (required with --events; default with --round: the task's baseline)"},
 		&cli.StringFlag{Name: "rules", Usage: "rules JSON file (default: the documented defaults)"},
-	}
+	}, o.st.Flags(), o.tr.Flags(), o.rem.Flags())
 }
 
 func (o *frontierOptions) Parse(c *cli.Context) error {
-	if c.String("events") == "" || !c.IsSet("baseline") {
-		return usagef("--events FILE and --baseline MICRONATS are required")
+	o.st.Parse(c)
+	o.tr.Parse(c)
+	o.rem.Parse(c)
+	switch {
+	case c.String("events") != "" && c.String("round") != "":
+		return usagef("--events and --round both give the runs: use one")
+	case c.String("round") != "":
+		if err := o.fromVerdicts(c); err != nil {
+			return err
+		}
+	case c.String("events") == "" || !c.IsSet("baseline"):
+		return usagef("--round ROUND (signed verdicts), or --events FILE with --baseline MICRONATS, is required")
+	default:
+		b, err := readInputFile(c.String("events"))
+		if err != nil {
+			return err
+		}
+		if o.runs, err = consensus.ParseRuns(b); err != nil {
+			return usagef("%s: %v", c.String("events"), err)
+		}
+		o.baseline = c.Int64("baseline")
 	}
-	b, err := readInputFile(c.String("events"))
-	if err != nil {
-		return err
-	}
-	if o.runs, err = consensus.ParseRuns(b); err != nil {
-		return usagef("%s: %v", c.String("events"), err)
-	}
-	o.baseline = c.Int64("baseline")
 	o.rules = scoring.DefaultRules()
 	if p := c.String("rules"); p != "" {
 		b, err := readInputFile(p)
@@ -72,6 +94,68 @@ func frontierCommand(a *appEnv) *cli.Command {
 			return a.render(out, h, func(w *tabw) { renderFrontier(w, h) })
 		},
 	}
+}
+
+// fromVerdicts reads the runs of --round from the signed verdicts in the local
+// store, after gathering them from --from when given.
+func (o *frontierOptions) fromVerdicts(c *cli.Context) error {
+	l, err := o.st.Open()
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	var src cas.Store = l
+	if from := c.String("from"); from != "" {
+		if src, _, err = o.rem.Open(from); err != nil {
+			return err
+		}
+	}
+	round, err := resolveIn(c.Context, l, src, c.String("round"))
+	if err != nil {
+		return err
+	}
+	if src != cas.Store(l) {
+		if err := consensus.Gather(c.Context, src, l, round); err != nil {
+			return err
+		}
+	}
+	var trusted []*bundle.PublicKey
+	if len(o.tr.Keys) > 0 {
+		if trusted, err = o.tr.Load(); err != nil {
+			return err
+		}
+	}
+	launch, err := o.launch(c, l, round)
+	if err != nil {
+		return err
+	}
+	res, err := consensus.RunsFromVerdicts(c.Context, l, consensus.RunsRequest{Round: round.Digest, Launch: launch, Trusted: trusted})
+	if err != nil {
+		return err
+	}
+	o.runs, o.baseline = res.Runs, res.BaselineMicroNats
+	if c.IsSet("baseline") {
+		o.baseline = c.Int64("baseline")
+	}
+	return nil
+}
+
+func (o *frontierOptions) launch(c *cli.Context, l *cas.Layout, round ociDesc) (time.Time, error) {
+	if s := c.String("launch"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return t, usagef("--launch %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", s)
+		}
+		return t, nil
+	}
+	var r protocol.Round
+	if _, err := protocol.LoadAs(c.Context, l, round, protocol.KindRound, &r); err != nil {
+		return time.Time{}, err
+	}
+	if r.CommitUntil.Kind != "time" {
+		return time.Time{}, usagef("the round's windows are block heights: give --launch TIME")
+	}
+	return time.Parse(time.RFC3339, r.CommitUntil.Time)
 }
 
 func renderFrontier(w *tabw, h scoring.FrontierHistory) {

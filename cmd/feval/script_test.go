@@ -68,6 +68,7 @@ func TestScripts(t *testing.T) {
 			"envfile":      cmdEnvFile,
 			"salt-pushed":  cmdSaltPushed,
 			"genrollouts":  cmdGenRollouts,
+			"genoptask":    cmdGenOptask,
 		},
 	})
 }

@@ -2,7 +2,6 @@ package rollouts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math/big"
@@ -67,22 +66,10 @@ type Verdict struct {
 }
 
 // Inputs are the digests of everything the verdict depends on.
-type Inputs struct {
-	Task            digest.Digest `json:"task"`
-	Round           digest.Digest `json:"round"`
-	Commitment      digest.Digest `json:"commitment"`
-	CommitmentValue string        `json:"commitment_value"`
-	Reveal          digest.Digest `json:"reveal"`
-	Miner           string        `json:"miner"`
-}
+type Inputs = protocol.Inputs
 
 // RevealCheck is the outcome of the reveal checks and the clock readings used.
-type RevealCheck struct {
-	Status     string        `json:"status"`
-	Reason     string        `json:"reason,omitempty"`
-	CommitSeen protocol.Seen `json:"commit_seen"`
-	RevealSeen protocol.Seen `json:"reveal_seen"`
-}
+type RevealCheck = protocol.RevealCheck
 
 // Audit is the sampled recomputation.
 type Audit struct {
@@ -104,47 +91,16 @@ type AuditRow struct {
 }
 
 // Refs are the artifacts one evaluation is about, resolved in a store.
-type Refs struct {
-	Round, Commitment, Reveal, Submission ocispec.Descriptor
-	Task                                  digest.Digest
-}
+type Refs = protocol.Refs
 
-// ResolveRefs follows a reveal to its commitment (its subject), the round (the
-// commitment's subject), the task (named by the round) and the submission.
+// ResolveRefs is protocol.ResolveRefs for a round of the rollouts protocol.
 func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, error) {
-	var rv protocol.Reveal
-	art, err := protocol.LoadAs(ctx, st, reveal, protocol.KindReveal, &rv)
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
 	if err != nil {
-		return Refs{}, fmt.Errorf("reading reveal: %w", err)
-	}
-	if art.Manifest.Subject == nil {
-		return Refs{}, fmt.Errorf("reveal %s has no subject: %w", reveal.Digest, protocol.ErrMalformed)
-	}
-	refs := Refs{Reveal: art.Desc, Commitment: *art.Manifest.Subject}
-	var c protocol.Commitment
-	cart, err := protocol.LoadAs(ctx, st, refs.Commitment, protocol.KindCommitment, &c)
-	if err != nil {
-		return Refs{}, fmt.Errorf("reading commitment: %w", err)
-	}
-	if cart.Manifest.Subject == nil {
-		return Refs{}, fmt.Errorf("commitment %s has no subject: %w", refs.Commitment.Digest, protocol.ErrMalformed)
-	}
-	refs.Round = *cart.Manifest.Subject
-	var r protocol.Round
-	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
-		return Refs{}, fmt.Errorf("reading round: %w", err)
-	}
-	if r.Protocol != "rollouts" {
-		return Refs{}, fmt.Errorf("round %s is for protocol %q, not rollouts", refs.Round.Digest, r.Protocol)
-	}
-	refs.Task = r.Task
-	sub, err := st.Resolve(ctx, rv.Submission.String())
-	if err != nil && !errors.Is(err, cas.ErrNotFound) {
 		return Refs{}, err
 	}
-	refs.Submission = sub
-	if err != nil {
-		refs.Submission = ocispec.Descriptor{Digest: rv.Submission}
+	if refs.Protocol != "rollouts" {
+		return Refs{}, fmt.Errorf("round %s is for protocol %q, not rollouts", refs.Round.Digest, refs.Protocol)
 	}
 	return refs, nil
 }
@@ -284,4 +240,28 @@ func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *L
 		return nil, fmt.Errorf("submission has %d rows, task has %d", len(out), task.Spec.Rows)
 	}
 	return out, nil
+}
+
+// Head returns the fields every protocol's verdict shares.
+func (v Verdict) Head() protocol.VerdictHead {
+	return protocol.VerdictHead{Protocol: v.Protocol, Status: v.Status, Reason: v.Reason, Submission: v.Submission,
+		Inputs: v.Inputs, RevealCheck: v.RevealCheck, Sequence: v.Sequence}
+}
+
+// Details renders the audit for text output.
+func (v Verdict) Details() []protocol.Detail {
+	var out []protocol.Detail
+	if v.ClaimedScore != "" {
+		out = append(out, protocol.Detail{Label: "claimed score", Value: v.ClaimedScore})
+	}
+	if v.Audit != nil {
+		out = append(out, protocol.Detail{Label: "audited rows", Value: fmt.Sprintf("%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))})
+		for _, id := range v.Audit.Mismatches {
+			out = append(out, protocol.Detail{Label: "mismatch", Value: id})
+		}
+	}
+	for _, vi := range v.Violations {
+		out = append(out, protocol.Detail{Label: "violation", Value: vi.String()})
+	}
+	return out
 }

@@ -1,0 +1,155 @@
+package consensus
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/optimizer"
+	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
+)
+
+// RunsRequest names an optimizer round whose signed verdicts become frontier
+// runs.
+type RunsRequest struct {
+	// Round is the optimizer round.
+	Round digest.Digest
+	// Launch is the competition's launch; a run's at_sec is its reveal's
+	// first-seen time, as the validator recorded it, minus Launch (at least 0).
+	Launch time.Time
+	// Trusted, when not empty, are the validator keys whose verdicts count;
+	// otherwise every validly signed verdict counts.
+	Trusted []*bundle.PublicKey
+}
+
+// Runs is the outcome of [RunsFromVerdicts].
+type Runs struct {
+	// Runs are in the order [scoring.FoldFrontier] takes them.
+	Runs []scoring.Run `json:"runs"`
+	// BaselineMicroNats is the round's task's baseline.
+	BaselineMicroNats int64 `json:"baseline_micro_nats"`
+	// Verdicts are the verdicts the runs come from, sorted.
+	Verdicts []digest.Digest `json:"verdicts"`
+}
+
+// RunsFromVerdicts turns the signed optimizer verdicts of a round held in st
+// into frontier runs. It reads the round's entries (reveals that pass the
+// entry checks), the verdicts attached to their submissions or reveals, keeps
+// those that are validly signed (by a trusted key, when keys are given), name
+// the entry's submission and miner, and passed; each of their runs with a
+// held-out loss becomes a run (run_index = the run's index, author = the
+// miner). When several verdicts report the same run, the higher loss counts:
+// a frontier move must hold for every validator that reported it. Runs are
+// ordered by at_sec, then submission, then run index.
+func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs, error) {
+	round, err := loadRound(ctx, st, req.Round)
+	if err != nil {
+		return Runs{}, err
+	}
+	if round.rec.Protocol != "optimizer" {
+		return Runs{}, fmt.Errorf("%w: round %s is for protocol %q, not optimizer", ErrInput, req.Round, round.rec.Protocol)
+	}
+	taskFS, err := protocol.LoadTaskFS(ctx, st, round.rec.Task)
+	if err != nil {
+		return Runs{}, err
+	}
+	spec, err := optimizer.LoadTask(taskFS)
+	if err != nil {
+		return Runs{}, err
+	}
+	reveals, err := discoverReveals(ctx, st, round.desc)
+	if err != nil {
+		return Runs{}, err
+	}
+	var es []entry
+	bySubmission := map[digest.Digest]entry{}
+	for _, rd := range reveals {
+		e, ok, err := checkEntry(ctx, st, req.Round, rd)
+		if err != nil {
+			return Runs{}, err
+		}
+		if ok {
+			es = append(es, e)
+			bySubmission[e.submission] = e
+		}
+	}
+	cands, err := discoverVerdicts(ctx, st, es)
+	if err != nil {
+		return Runs{}, err
+	}
+	type key struct {
+		sub digest.Digest
+		idx uint64
+	}
+	runs := map[key]scoring.Run{}
+	out := Runs{BaselineMicroNats: spec.BaselineMicroNats, Verdicts: []digest.Digest{}, Runs: []scoring.Run{}}
+	for _, c := range cands {
+		signers, err := validSigners(ctx, st, c.desc, c.sigs)
+		if err != nil {
+			return Runs{}, err
+		}
+		if len(signers) == 0 || (len(req.Trusted) > 0 && !anyTrusted(signers, req.Trusted)) {
+			continue
+		}
+		var v optimizer.Verdict
+		if _, err := protocol.LoadAs(ctx, st, c.desc, protocol.KindVerdict, &v); err != nil {
+			if hardError(err) {
+				return Runs{}, err
+			}
+			continue
+		}
+		e, ok := bySubmission[v.Submission]
+		if !ok || v.Protocol != "optimizer" || v.Status != protocol.VerdictPassed || v.Inputs.Miner != e.miner ||
+			v.Inputs.Round != req.Round || v.Inputs.Reveal != e.reveal {
+			continue
+		}
+		seen, err := time.Parse(time.RFC3339, v.RevealCheck.RevealSeen.Time)
+		if err != nil {
+			continue
+		}
+		at := max(int64(seen.Sub(req.Launch)/time.Second), 0)
+		used := false
+		for _, r := range v.Runs {
+			if r.HeldOutLossMicroNats == nil || r.Index < 0 {
+				continue
+			}
+			k := key{v.Submission, uint64(r.Index)}
+			prev, had := runs[k]
+			run := scoring.Run{Submission: v.Submission, Author: e.miner, RunIndex: k.idx, LossMicroNats: *r.HeldOutLossMicroNats, AtSec: at}
+			if had {
+				run.LossMicroNats = max(run.LossMicroNats, prev.LossMicroNats)
+				run.AtSec = max(run.AtSec, prev.AtSec)
+			}
+			runs[k] = run
+			used = true
+		}
+		if used {
+			out.Verdicts = append(out.Verdicts, c.desc.Digest)
+		}
+	}
+	for _, r := range runs {
+		out.Runs = append(out.Runs, r)
+	}
+	slices.SortFunc(out.Runs, func(a, b scoring.Run) int {
+		return cmp.Or(cmp.Compare(a.AtSec, b.AtSec), cmp.Compare(a.Submission, b.Submission), cmp.Compare(a.RunIndex, b.RunIndex))
+	})
+	slices.Sort(out.Verdicts)
+	return out, ctx.Err()
+}
+
+func anyTrusted(signers []string, trusted []*bundle.PublicKey) bool {
+	for _, s := range signers {
+		for _, k := range trusted {
+			if k.Fingerprint == s {
+				return true
+			}
+		}
+	}
+	return false
+}

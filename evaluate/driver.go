@@ -1,0 +1,112 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/optimizer"
+	"github.com/feval/feval/protocol/rollouts"
+	"github.com/opencontainers/go-digest"
+)
+
+// Verdict is a verdict record of any protocol.
+type Verdict interface {
+	// Head returns the fields every protocol's verdict shares.
+	Head() protocol.VerdictHead
+	// Details renders the protocol's own fields for text output.
+	Details() []protocol.Detail
+}
+
+// Driver is one competition kind's evaluation, shared by 'feval evaluate' and
+// 'feval replay'. Neither knows more about a protocol than this interface.
+type Driver interface {
+	// Decide computes the verdict of one reveal whose checks gave c.Entry. It
+	// may run the submission in the sandbox and write signed evidence (such
+	// as checkpoints) to c.Store with c.Signer.
+	Decide(ctx context.Context, c protocol.Case) (Verdict, error)
+	// Redecide re-derives the recorded verdict from its inputs in c.Store
+	// (c.Signer is nil): the same inputs give the same record. Findings are
+	// differences that the record itself cannot show.
+	Redecide(ctx context.Context, c protocol.Case, recorded *bundle.Loaded) (Verdict, []protocol.Finding, error)
+	// Evidence lists the artifacts, beyond the inputs every verdict names,
+	// that a recorded verdict depends on, for replay to fetch.
+	Evidence(recorded *bundle.Loaded) ([]digest.Digest, error)
+}
+
+// Options are the validator's and auditor's choices for every protocol.
+type Options struct {
+	// Rollouts are the audit's beacon and whether to recompute every row.
+	Rollouts rollouts.Params
+	// Optimizer are the bar, the floor and the machine that trains.
+	Optimizer optimizer.Params
+	// Retrain makes an optimizer replay train again and compare checkpoints.
+	Retrain bool
+}
+
+// Driver returns the driver of a protocol configured with o.
+func (o Options) Driver(name string) (Driver, error) {
+	switch name {
+	case "rollouts":
+		return rolloutsDriver{o.Rollouts}, nil
+	case "optimizer":
+		return optimizerDriver{p: o.Optimizer, retrain: o.Retrain}, nil
+	}
+	return nil, fmt.Errorf("protocol %q has no evaluation driver in this feval", name)
+}
+
+// ErrOptions reports an evaluation that lacks an option its protocol needs.
+var ErrOptions = errors.New("missing evaluation option")
+
+type rolloutsDriver struct{ p rollouts.Params }
+
+func (d rolloutsDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
+	p := d.p
+	if p.Beacon.Value == "" || p.Beacon.Source == "" {
+		return nil, fmt.Errorf("%w: a rollouts audit needs --beacon and --beacon-source", ErrOptions)
+	}
+	p.Sequence = c.Sequence
+	return rollouts.Decide(ctx, c.Store, c.Refs, c.Entry, p)
+}
+
+func (d rolloutsDriver) Redecide(ctx context.Context, c protocol.Case, recorded *bundle.Loaded) (Verdict, []protocol.Finding, error) {
+	var rv rollouts.Verdict
+	if err := recorded.Decode(&rv); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+	}
+	p := rollouts.Params{Sequence: c.Sequence}
+	if rv.Audit != nil {
+		p.Beacon, p.Full = rv.Audit.Beacon, rv.Audit.Full
+	}
+	v, err := rollouts.Decide(ctx, c.Store, c.Refs, c.Entry, p)
+	return v, nil, err
+}
+
+func (rolloutsDriver) Evidence(*bundle.Loaded) ([]digest.Digest, error) { return nil, nil }
+
+type optimizerDriver struct {
+	p       optimizer.Params
+	retrain bool
+}
+
+func (d optimizerDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
+	return optimizer.Decide(ctx, c, d.p)
+}
+
+func (d optimizerDriver) Redecide(ctx context.Context, c protocol.Case, recorded *bundle.Loaded) (Verdict, []protocol.Finding, error) {
+	rv, err := optimizer.Parse(recorded)
+	if err != nil {
+		return nil, nil, err
+	}
+	return optimizer.Redecide(ctx, c, rv, optimizer.ReplayOptions{Retrain: d.retrain, Machine: d.p.Machine})
+}
+
+func (optimizerDriver) Evidence(recorded *bundle.Loaded) ([]digest.Digest, error) {
+	rv, err := optimizer.Parse(recorded)
+	if err != nil {
+		return nil, err
+	}
+	return optimizer.Evidence(rv), nil
+}

@@ -1,0 +1,104 @@
+package optimizer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/feval/feval/fixtures/optask"
+	"github.com/feval/feval/protocol/optimizer"
+)
+
+// BenchmarkTraining trains the reference task with the tuned reference
+// optimizer for the full horizon, alternating a run in the sandbox with the
+// same script run directly by python3 outside it, in one benchmark, and
+// reports training steps per second for each (from the trainer's own loop
+// timer) and the wall time of a whole run including interpreter start-up.
+// It then times the held-out evaluation in its sandbox.
+//
+//	go test -run '^$' -bench BenchmarkTraining -benchtime 3x ./protocol/optimizer/
+func BenchmarkTraining(b *testing.B) {
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch/__init__.py"); err != nil {
+		b.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
+	}
+	ctx := context.Background()
+	taskDir := filepath.Join(b.TempDir(), "task")
+	if err := optask.Generate(taskDir, optask.Config{}); err != nil {
+		b.Fatal(err)
+	}
+	spec, err := optimizer.LoadTask(os.DirFS(taskDir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(taskDir), taskDir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	subDir, err := optimizer.Materialize(os.DirFS(fixtures("ref-tuned")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(subDir)
+	os.Remove(filepath.Join(subDir, "expect.json"))
+	steps := spec.Training.HorizonSteps
+	var m optimizer.Machine
+	var inLoop, outLoop, inWall, outWall time.Duration
+	var ck []byte
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		t, err := m.Train(ctx, spec, taskDir, subDir, spec.Seeds[0], steps)
+		if err != nil || t.Status != optimizer.RunCompleted || t.Steps != steps {
+			b.Fatalf("sandboxed run: %v %s %s", err, t.Status, t.Detail)
+		}
+		inWall += time.Since(start)
+		inLoop += time.Duration(t.LoopMicros) * time.Microsecond
+		ck = t.Checkpoint
+
+		out := b.TempDir()
+		start = time.Now()
+		cmd := exec.Command(optimizer.DefaultPython, "-I", "-B", filepath.Join(taskDir, spec.Entry.Train), taskDir,
+			filepath.Join(subDir, "optimizer.py"), out, "20261201", "300")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + out, "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "LC_ALL=C.UTF-8"}
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("direct run: %v\n%s", err, o)
+		}
+		outWall += time.Since(start)
+		raw, err := os.ReadFile(filepath.Join(out, "result.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r struct {
+			LoopMicros int64 `json:"loop_micros"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			b.Fatal(err)
+		}
+		outLoop += time.Duration(r.LoopMicros) * time.Microsecond
+		direct, _ := os.ReadFile(filepath.Join(out, optimizer.CheckpointFile))
+		if !bytes.Equal(direct, ck) {
+			b.Fatal("the sandboxed and the direct run wrote different checkpoints")
+		}
+	}
+	n := float64(b.N * steps)
+	b.ReportMetric(n/inLoop.Seconds(), "sandbox-steps/s")
+	b.ReportMetric(n/outLoop.Seconds(), "direct-steps/s")
+	b.ReportMetric(float64(inWall.Milliseconds())/float64(b.N), "sandbox-run-ms")
+	b.ReportMetric(float64(outWall.Milliseconds())/float64(b.N), "direct-run-ms")
+	var held time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		h, err := m.Evaluate(ctx, spec, taskDir, ck)
+		if err != nil || h.Status != optimizer.RunCompleted {
+			b.Fatalf("held-out: %v %s %s", err, h.Status, h.Detail)
+		}
+		held += time.Since(start)
+	}
+	b.ReportMetric(float64(held.Milliseconds())/float64(b.N), "heldout-ms")
+	b.ReportMetric(0, "ns/op")
+}

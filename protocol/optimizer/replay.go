@@ -1,0 +1,152 @@
+package optimizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/protocol"
+	"github.com/opencontainers/go-digest"
+)
+
+// ErrCheckpointRecord reports a checkpoint artifact that is not about the run
+// a verdict names.
+var ErrCheckpointRecord = errors.New("checkpoint artifact does not match the verdict")
+
+// Finding is a difference replay found outside the verdict record.
+type Finding = protocol.Finding
+
+// ReplayOptions say how much of a verdict to re-derive.
+type ReplayOptions struct {
+	// Retrain re-runs each recorded training run for its recorded number of
+	// steps and compares the checkpoint bit for bit. It runs the submission's
+	// code (in the sandbox).
+	Retrain bool
+	Machine Machine
+}
+
+// Evidence lists the checkpoint artifacts a verdict names.
+func Evidence(v Verdict) []digest.Digest {
+	var out []digest.Digest
+	for _, r := range v.Runs {
+		if r.Checkpoint != "" {
+			out = append(out, r.Checkpoint)
+		}
+	}
+	return out
+}
+
+// Redecide re-derives a recorded verdict: the reveal check (c.Entry, done by
+// the caller), the seeds from the task, and for every recorded checkpoint its
+// validation and held-out loss in a fresh sandbox that never holds the
+// submission; the steps and failures of training are the validator's
+// observations and are taken as recorded. With opts.Retrain every completed
+// run is trained again for its recorded steps and its checkpoint compared.
+func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions) (Verdict, []Finding, error) {
+	if c.Entry.Status != protocol.StatusAccepted {
+		v, err := Decide(ctx, c, Params{})
+		return v, nil, err
+	}
+	w, err := openWorkspace(ctx, c, opts.Retrain)
+	if err != nil {
+		return Verdict{}, nil, err
+	}
+	defer w.close()
+	p := Params{BarMicroNats: recorded.BarMicroNats, FloorMicroNats: recorded.FloorMicroNats, Machine: opts.Machine}
+	v := p.start(c, w.spec)
+	var findings []Finding
+	for i, rr := range recorded.Runs {
+		if i >= 2 || i >= len(w.spec.Seeds) {
+			break
+		}
+		r := Run{Index: i, Seed: w.spec.Seeds[i], Status: rr.Status, Detail: rr.Detail, Steps: rr.Steps,
+			CheckpointContent: rr.CheckpointContent}
+		if rr.Checkpoint == "" {
+			v.Runs = append(v.Runs, r)
+			continue
+		}
+		ck, rec, err := loadCheckpoint(ctx, c, w.spec, rr.Checkpoint)
+		if err != nil {
+			return Verdict{}, nil, err
+		}
+		if rec.Run != i || rec.Seed != r.Seed {
+			return Verdict{}, nil, fmt.Errorf("%w: %s is run %d with seed %d, the verdict's run %d has seed %d",
+				ErrCheckpointRecord, rr.Checkpoint, rec.Run, rec.Seed, i, r.Seed)
+		}
+		r.Steps, r.Checkpoint, r.CheckpointContent, r.Status, r.Detail = rec.Steps, rr.Checkpoint, digest.FromBytes(ck), RunCompleted, ""
+		if _, err := ValidateCheckpoint(ck, w.spec.Model.Tensors, w.spec.CheckpointBytes()); err != nil {
+			r.Status, r.Detail = RunBadCheckpoint, err.Error()
+			v.Runs = append(v.Runs, r)
+			continue
+		}
+		if r, err = p.heldOut(ctx, w, r, ck); err != nil {
+			return Verdict{}, nil, err
+		}
+		v.Runs = append(v.Runs, r)
+		if opts.Retrain {
+			f, err := retrain(ctx, opts.Machine, w, r, ck)
+			if err != nil {
+				return Verdict{}, nil, err
+			}
+			findings = append(findings, f...)
+		}
+	}
+	settle(&v)
+	return v, findings, nil
+}
+
+func loadCheckpoint(ctx context.Context, c Case, spec Spec, d digest.Digest) ([]byte, CheckpointRecord, error) {
+	var rec CheckpointRecord
+	desc, err := c.Store.Resolve(ctx, d.String())
+	if err != nil {
+		return nil, rec, fmt.Errorf("checkpoint %s: %w", d, err)
+	}
+	art, err := protocol.LoadAs(ctx, c.Store, desc, KindCheckpoint, &rec)
+	if err != nil {
+		return nil, rec, fmt.Errorf("checkpoint %s: %w", d, err)
+	}
+	if rec.Task != c.Refs.Task || rec.Submission != c.Refs.Submission.Digest || len(art.Payloads) != 1 ||
+		art.Manifest.Subject == nil || art.Manifest.Subject.Digest != c.Refs.Submission.Digest {
+		return nil, rec, fmt.Errorf("%w: %s is about another task or submission", ErrCheckpointRecord, d)
+	}
+	b, err := bundle.ReadPayload(ctx, c.Store, art.Payloads[0], spec.CheckpointBytes())
+	if err != nil {
+		return nil, rec, fmt.Errorf("checkpoint %s: %w", d, err)
+	}
+	if digest.FromBytes(b) != rec.Content.Digest {
+		return nil, rec, fmt.Errorf("%w: %s payload differs from its record", ErrCheckpointRecord, d)
+	}
+	return b, rec, nil
+}
+
+// retrain trains run r again for its recorded steps and compares checkpoints.
+func retrain(ctx context.Context, m Machine, w *workspace, r Run, recorded []byte) ([]Finding, error) {
+	path := fmt.Sprintf("runs[%d].checkpoint_content", r.Index)
+	t, err := m.Train(ctx, w.spec, w.taskDir, w.subDir, r.Seed, r.Steps)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status != RunCompleted {
+		return []Finding{{Path: path, Recorded: r.CheckpointContent.String(), Recomputed: "retraining " + t.Status + ": " + t.Detail}}, nil
+	}
+	got := digest.FromBytes(t.Checkpoint)
+	if got == r.CheckpointContent {
+		return nil, nil
+	}
+	tensor, elem, _, err := FirstDifference(recorded, t.Checkpoint)
+	if err != nil {
+		return []Finding{{Path: path, Recorded: r.CheckpointContent.String(), Recomputed: got.String() + " (" + err.Error() + ")"}}, nil
+	}
+	return []Finding{{Path: path, Recorded: r.CheckpointContent.String(),
+		Recomputed: fmt.Sprintf("%s (first difference: tensor %s, element %d)", got, tensor, elem)}}, nil
+}
+
+// Parse decodes an optimizer verdict record.
+func Parse(l *bundle.Loaded) (Verdict, error) {
+	var v Verdict
+	if err := l.Decode(&v); err != nil {
+		return v, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,312 @@
+package optimizer
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/gate"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// KindCheckpoint is the artifact kind of a checkpoint.
+const KindCheckpoint = "checkpoint"
+
+// Outcomes of an optimizer verdict that passed.
+const (
+	// OutcomeConfirmed: both runs cleared the bar; the worse is the candidate bar.
+	OutcomeConfirmed = "confirmed"
+	// OutcomeNotCleared: the first run did not clear the bar.
+	OutcomeNotCleared = "not_cleared"
+	// OutcomeConfirmFailed: the first run cleared, the worse of the two did not.
+	OutcomeConfirmFailed = "confirm_failed"
+	// outcomeUnconfirmed: a cleared first run without a confirm run; evaluate
+	// never writes it, so a verdict that claims otherwise replays as differing.
+	outcomeUnconfirmed = "unconfirmed"
+)
+
+// Verdict is the record a validator signs about one optimizer submission.
+type Verdict struct {
+	protocol.VerdictHead
+	Detail     string           `json:"detail,omitempty"`
+	Violations []gate.Violation `json:"violations,omitempty"`
+	// BarMicroNats and FloorMicroNats are the bar in force and the least
+	// improvement that clears it; HorizonSteps is the task's horizon.
+	BarMicroNats   int64 `json:"bar_micro_nats"`
+	FloorMicroNats int64 `json:"floor_micro_nats"`
+	HorizonSteps   int   `json:"horizon_steps"`
+	// Runs are the training runs, first run then confirm run.
+	Runs []Run `json:"runs"`
+	// Outcome is set when Status is passed.
+	Outcome string `json:"outcome,omitempty"`
+	// CandidateBarMicroNats is the worse loss of the two runs when confirmed.
+	CandidateBarMicroNats int64 `json:"candidate_bar_micro_nats,omitempty"`
+}
+
+// Head returns the fields every protocol's verdict shares.
+func (v Verdict) Head() protocol.VerdictHead { return v.VerdictHead }
+
+// Details renders the runs for text output.
+func (v Verdict) Details() []protocol.Detail {
+	var out []protocol.Detail
+	if v.Detail != "" {
+		out = append(out, protocol.Detail{Label: "detail", Value: v.Detail})
+	}
+	if v.Status != protocol.VerdictRejected || len(v.Runs) > 0 {
+		out = append(out, protocol.Detail{Label: "bar", Value: fmt.Sprintf("%d micro-nats (floor %d)", v.BarMicroNats, v.FloorMicroNats)})
+	}
+	for _, r := range v.Runs {
+		loss := "-"
+		if r.HeldOutLossMicroNats != nil {
+			loss = fmt.Sprintf("%d micro-nats", *r.HeldOutLossMicroNats)
+		}
+		out = append(out, protocol.Detail{Label: fmt.Sprintf("run %d", r.Index),
+			Value: fmt.Sprintf("seed %d, %s, %d/%d steps, held-out loss %s, cleared %t", r.Seed, r.Status, r.Steps, v.HorizonSteps, loss, r.Cleared)})
+		if r.Checkpoint != "" {
+			out = append(out, protocol.Detail{Label: fmt.Sprintf("run %d checkpoint", r.Index), Value: r.Checkpoint.String()})
+		}
+	}
+	if v.Outcome != "" {
+		out = append(out, protocol.Detail{Label: "outcome", Value: v.Outcome})
+	}
+	if v.CandidateBarMicroNats != 0 {
+		out = append(out, protocol.Detail{Label: "candidate bar", Value: fmt.Sprintf("%d micro-nats", v.CandidateBarMicroNats)})
+	}
+	for _, vi := range v.Violations {
+		out = append(out, protocol.Detail{Label: "violation", Value: vi.String()})
+	}
+	return out
+}
+
+// Run is one training run and its held-out loss.
+type Run struct {
+	Index  int    `json:"index"`
+	Seed   int64  `json:"seed"`
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Steps is the number of optimizer steps the budget allowed, at most the
+	// horizon; replay --retrain re-runs exactly this many.
+	Steps int `json:"steps"`
+	// Checkpoint is the signed checkpoint artifact, CheckpointContent the
+	// SHA-256 of its safetensors bytes.
+	Checkpoint        digest.Digest `json:"checkpoint,omitempty"`
+	CheckpointContent digest.Digest `json:"checkpoint_content,omitempty"`
+	// HeldOutLossMicroNats is the held-out loss computed from the checkpoint.
+	HeldOutLossMicroNats *int64 `json:"held_out_loss_micro_nats,omitempty"`
+	// Cleared reports bar - loss >= floor.
+	Cleared bool `json:"cleared"`
+}
+
+// CheckpointRecord is the record of a checkpoint artifact; its subject is the
+// submission and its one payload the safetensors file.
+type CheckpointRecord struct {
+	Task       digest.Digest  `json:"task"`
+	Submission digest.Digest  `json:"submission"`
+	Run        int            `json:"run"`
+	Seed       int64          `json:"seed"`
+	Steps      int            `json:"steps"`
+	Content    bundle.Content `json:"content"`
+}
+
+// Params are the validator's choices for one evaluation.
+type Params struct {
+	// BarMicroNats is the bar in force; 0 takes the task's baseline.
+	BarMicroNats int64
+	// FloorMicroNats is the frontier floor; 0 takes the default rules'.
+	FloorMicroNats int64
+	// Machine runs the task's programs.
+	Machine Machine
+}
+
+// Case is one evaluation (protocol.Case).
+type Case = protocol.Case
+
+// workspace is a case's task and submission, on disk for the sandbox.
+type workspace struct {
+	spec            Spec
+	taskDir, subDir string
+}
+
+func (w *workspace) close() {
+	for _, d := range []string{w.taskDir, w.subDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
+	}
+}
+
+func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace, error) {
+	taskFS, err := protocol.LoadTaskFS(ctx, c.Store, c.Refs.Task)
+	if err != nil {
+		return nil, err
+	}
+	w := &workspace{}
+	if w.spec, err = LoadTask(taskFS); err != nil {
+		return nil, err
+	}
+	if w.taskDir, err = Materialize(taskFS); err != nil {
+		return nil, err
+	}
+	if withSubmission {
+		art, err := bundle.Load(ctx, c.Store, c.Refs.Submission)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		files, err := bundle.LoadTree(ctx, c.Store, art, bundle.Limits{MaxFiles: 16, MaxBytes: 1 << 20, MaxFile: 1 << 20})
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		sub := bundle.TreeFS(files)
+		if _, err := fs.Stat(sub, gate.OptimizerFile); err != nil {
+			w.close()
+			return nil, fmt.Errorf("submission %s has no %s", c.Refs.Submission.Digest, gate.OptimizerFile)
+		}
+		if w.subDir, err = Materialize(sub); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (p Params) start(c Case, spec Spec) Verdict {
+	v := Verdict{VerdictHead: protocol.NewVerdictHead("optimizer", c.Refs, c.Entry, c.Sequence), Runs: []Run{},
+		BarMicroNats: p.BarMicroNats, FloorMicroNats: p.FloorMicroNats, HorizonSteps: spec.Training.HorizonSteps}
+	if v.BarMicroNats == 0 {
+		v.BarMicroNats = spec.BaselineMicroNats
+	}
+	if v.FloorMicroNats == 0 {
+		v.FloorMicroNats = scoring.DefaultRules().Frontier.FloorMicroNats
+	}
+	return v
+}
+
+// Decide evaluates one reveal whose checks gave c.Entry: it trains with the
+// task's first seed, validates and signs the checkpoint, computes the held-out
+// loss, and when the run clears the bar trains again with the next seed. The
+// same inputs give the same verdict up to what the clock allowed (the steps
+// completed), which the verdict records.
+func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
+	if c.Entry.Status != protocol.StatusAccepted {
+		v := Verdict{VerdictHead: protocol.NewVerdictHead("optimizer", c.Refs, c.Entry, c.Sequence), Runs: []Run{}}
+		v.Status, v.Reason, v.Violations = protocol.VerdictRejected, c.Entry.Reason, c.Entry.Violations
+		return v, nil
+	}
+	w, err := openWorkspace(ctx, c, true)
+	if err != nil {
+		return Verdict{}, err
+	}
+	defer w.close()
+	v := p.start(c, w.spec)
+	for i := 0; i < 2; i++ {
+		run, err := p.train(ctx, c, w, i)
+		if err != nil {
+			return Verdict{}, err
+		}
+		v.Runs = append(v.Runs, run)
+		if run.Status != RunCompleted || !v.clears(run) {
+			break
+		}
+	}
+	settle(&v)
+	return v, nil
+}
+
+// train makes run i: training, checkpoint validation and signing, held-out loss.
+func (p Params) train(ctx context.Context, c Case, w *workspace, i int) (Run, error) {
+	r := Run{Index: i, Seed: w.spec.Seeds[i]}
+	t, err := p.Machine.Train(ctx, w.spec, w.taskDir, w.subDir, r.Seed, 0)
+	if err != nil {
+		return r, err
+	}
+	r.Status, r.Detail, r.Steps = t.Status, t.Detail, t.Steps
+	if t.Status != RunCompleted {
+		return r, nil
+	}
+	r.CheckpointContent = digest.FromBytes(t.Checkpoint)
+	if _, err := ValidateCheckpoint(t.Checkpoint, w.spec.Model.Tensors, w.spec.CheckpointBytes()); err != nil {
+		r.Status, r.Detail = RunBadCheckpoint, err.Error()
+		if ce, ok := err.(*CheckpointError); ok && ce.Problem == "non-finite" {
+			r.Status = RunDiverged
+		}
+		return r, nil
+	}
+	rec := CheckpointRecord{Task: c.Refs.Task, Submission: c.Refs.Submission.Digest, Run: i, Seed: r.Seed, Steps: r.Steps,
+		Content: bundle.Content{Type: "file", Name: CheckpointFile, Digest: r.CheckpointContent, Size: int64(len(t.Checkpoint))}}
+	layer, err := bundle.PushData(ctx, c.Store, CheckpointFile, t.Checkpoint)
+	if err != nil {
+		return r, err
+	}
+	subject := c.Refs.Submission
+	desc, err := bundle.WriteSigned(ctx, c.Store, c.Signer, bundle.Artifact{Kind: KindCheckpoint, Record: rec,
+		Layers: []ocispec.Descriptor{layer}, Subject: &subject, Created: c.Created})
+	if err != nil {
+		return r, err
+	}
+	r.Checkpoint = desc.Digest
+	return p.heldOut(ctx, w, r, t.Checkpoint)
+}
+
+func (p Params) heldOut(ctx context.Context, w *workspace, r Run, checkpoint []byte) (Run, error) {
+	h, err := p.Machine.Evaluate(ctx, w.spec, w.taskDir, checkpoint)
+	if err != nil {
+		return r, err
+	}
+	if h.Status != RunCompleted {
+		r.Status, r.Detail = h.Status, h.Detail
+		return r, nil
+	}
+	loss := h.LossMicroNats
+	r.HeldOutLossMicroNats = &loss
+	return r, nil
+}
+
+// clears reports whether a run's held-out loss clears the verdict's bar.
+func (v *Verdict) clears(r Run) bool {
+	return r.HeldOutLossMicroNats != nil && v.BarMicroNats-*r.HeldOutLossMicroNats >= v.FloorMicroNats
+}
+
+// settle sets the cleared flags, the status, the reason and the outcome from
+// the runs.
+func settle(v *Verdict) {
+	var losses []int64
+	for i := range v.Runs {
+		r := &v.Runs[i]
+		r.Cleared = v.clears(*r)
+		if r.Status == RunCompleted && r.HeldOutLossMicroNats == nil {
+			r.Status, r.Detail = RunBadResult, "no held-out loss"
+		}
+		if r.Status != RunCompleted {
+			v.Status, v.Reason, v.Detail = protocol.VerdictRejected, r.Status, fmt.Sprintf("run %d: %s", r.Index, r.Detail)
+			if r.Status == RunInfra {
+				v.Status = protocol.VerdictInfraError
+			}
+			v.Outcome, v.CandidateBarMicroNats = "", 0
+			return
+		}
+		losses = append(losses, *r.HeldOutLossMicroNats)
+	}
+	v.Status, v.Reason, v.Detail = protocol.VerdictPassed, "", ""
+	switch {
+	case len(v.Runs) == 0:
+		v.Status, v.Reason = protocol.VerdictInfraError, "no_runs"
+	case !v.Runs[0].Cleared:
+		v.Outcome = OutcomeNotCleared
+	case len(v.Runs) == 1:
+		v.Outcome = outcomeUnconfirmed
+	default:
+		worse := max(losses[0], losses[1])
+		if v.BarMicroNats-worse >= v.FloorMicroNats {
+			v.Outcome, v.CandidateBarMicroNats = OutcomeConfirmed, worse
+		} else {
+			v.Outcome = OutcomeConfirmFailed
+		}
+	}
+}

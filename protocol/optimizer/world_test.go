@@ -1,0 +1,173 @@
+package optimizer_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/fixtures/optask"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/optimizer"
+	"github.com/feval/feval/sandbox"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.InitIfChild()
+	os.Exit(m.Run())
+}
+
+// fixtures is the repository's fixtures/optimizer directory.
+func fixtures(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "fixtures", "optimizer", name)
+}
+
+// needTorch fails early, with the fix, when Debian's python3-torch is missing.
+func needTorch(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch/__init__.py"); err != nil {
+		t.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
+	}
+}
+
+func newSigner(t *testing.T) *bundle.Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bundle.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func at(s string) protocol.Observation {
+	ts, _ := time.Parse(time.RFC3339, s)
+	return protocol.Observation{Now: ts}
+}
+
+// world is one optimizer round: a task, a round, and a validator's store that
+// miners' commitments and reveals are copied into.
+type world struct {
+	t         *testing.T
+	ctx       context.Context
+	validator *cas.Layout
+	key       *bundle.Signer
+	task      ocispec.Descriptor
+	round     ocispec.Descriptor
+	n         int
+}
+
+// newWorld creates the reference task (edited by edit, when not nil) and a round.
+func newWorld(t *testing.T, edit func(dir string)) *world {
+	t.Helper()
+	needTorch(t)
+	w := &world{t: t, ctx: context.Background(), key: newSigner(t)}
+	var err error
+	if w.validator, err = cas.Init(filepath.Join(t.TempDir(), "validator")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "task")
+	if err := optask.Generate(dir, optask.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(dir)
+	}
+	if err := evaluate.ValidateTask("optimizer", os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	owner := newSigner(t)
+	if w.task, err = protocol.CreateTask(w.ctx, w.validator, owner, "optimizer", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cu, _ := protocol.ParseWindow("2026-12-01T00:00:00Z")
+	ru, _ := protocol.ParseWindow("2026-12-02T00:00:00Z")
+	if w.round, err = protocol.OpenRound(w.ctx, w.validator, owner, w.task, cu, ru, ""); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// submit commits and reveals the submission in dir from a fresh miner and
+// returns the reveal. Like 'feval commit --skip-gate-check' it does not run
+// the gate, so gate evasions reach the validator.
+func (w *world) submit(dir string) ocispec.Descriptor {
+	t := w.t
+	t.Helper()
+	w.n++
+	miner, err := cas.Init(filepath.Join(t.TempDir(), fmt.Sprintf("miner-%d", w.n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newSigner(t)
+	if _, err := cas.Copy(w.ctx, w.validator, miner, w.round, cas.CopyOptions{Subjects: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := protocol.Commit(w.ctx, miner, key, w.round, dir, "", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cas.Copy(w.ctx, miner, w.validator, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Collect(w.ctx, w.validator, w.validator, w.round, at("2026-11-30T10:00:00Z")); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := protocol.LoadSecret(miner, c.Commitment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := protocol.RevealCommitment(w.ctx, miner, key, sec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := miner.Resolve(w.ctx, rv.Submission.String())
+	for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
+		if _, err := cas.Copy(w.ctx, miner, w.validator, d, cas.CopyOptions{Referrers: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rv.Reveal
+}
+
+// evaluate evaluates a reveal with the given options and returns the verdict
+// and its artifact.
+func (w *world) evaluate(reveal ocispec.Descriptor, opts evaluate.Options) (optimizer.Verdict, ocispec.Descriptor) {
+	t := w.t
+	t.Helper()
+	out, err := evaluate.Evaluate(w.ctx, w.validator, w.key, evaluate.Request{Reveal: reveal.Digest.String(),
+		Task: w.task.Digest.String(), Obs: at("2026-12-01T06:00:00Z"), Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := out.Verdict.(optimizer.Verdict)
+	if !ok {
+		t.Fatalf("an optimizer round gave a %T", out.Verdict)
+	}
+	return v, out.Artifact
+}
+
+func loss(r optimizer.Run) int64 {
+	if r.HeldOutLossMicroNats == nil {
+		return -1
+	}
+	return *r.HeldOutLossMicroNats
+}
+
+func bundleRead(w *world, art *bundle.Loaded) ([]byte, error) {
+	return bundle.ReadPayload(w.ctx, w.validator, art.Payloads[0], 1<<20)
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The optimizer competition end to end, printing each step: a task owner opens
+# a round of the reference optimizer task (a byte-level MLP language model on
+# Debian's torch); three miners commit and reveal optimizers (a tuned AdamW
+# schedule, the baseline SGD with momentum, and one that diverges); a validator
+# trains each in the sandbox, signs the checkpoints and the verdicts; the tuned
+# one clears the bar and is confirmed by a second run with the task's next
+# seed; 'feval frontier' and 'feval emission' read the signed verdicts; an
+# auditor in a fresh store replays the confirmed verdict: identical.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$PWD/bin"
+WORK=$(mktemp -d)
+REG_PID=""
+cleanup() {
+  local rc=$?
+  if [ -n "$REG_PID" ]; then kill "$REG_PID" 2>/dev/null || true; wait "$REG_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+show() { printf '$ feval %s\n' "$*" >&2; "$BIN/feval" "$@"; }
+as() { # as ROLE: use ROLE's store and key
+  export FEVAL_STORE="$WORK/$1/store" FEVAL_KEY="$WORK/$1/key.key"
+  printf -- '-- as %s\n' "$1"
+}
+export FEVAL_PASSWORD="demo-password"
+
+step "start a throw-away OCI registry on 127.0.0.1"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$WORK/registry.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $WORK/registry}, delete: {enabled: true}}
+http: {addr: 127.0.0.1:$PORT}
+YML
+OTEL_TRACES_EXPORTER=none "$BIN/registry" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+REG_PID=$!
+for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+REPO="127.0.0.1:$PORT/competition/optimizer"
+echo "registry repository: $REPO"
+
+step "generate the reference optimizer task (model, training loop, held-out evaluator, data, horizon, budget, seeds)"
+"$BIN/genoptask" "$WORK/task"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); print("horizon", t["training"]["horizon_steps"], "steps; budget", t["training"]["budget_cpu_millis"], "CPU ms; seeds", t["seeds"], "; baseline", t["baseline_micro_nats"], "micro-nats")' "$WORK/task/task.json"
+
+MINERS="tuned sgd diverge"
+declare -A SRC=([tuned]=ref-tuned [sgd]=ref-sgd-momentum [diverge]=ref-diverge)
+for role in owner $MINERS validator auditor; do
+  as "$role" >/dev/null
+  "$BIN/feval" init >/dev/null
+  "$BIN/feval" key generate >/dev/null
+done
+for m in $MINERS; do
+  mkdir -p "$WORK/sub-$m"
+  cp "fixtures/optimizer/${SRC[$m]}/optimizer.py" "$WORK/sub-$m/"
+done
+
+step "task owner: sign the task and open a round (commits close 2026-12-01, reveals close 2026-12-02)"
+as owner
+TASK=$(show task create --protocol optimizer --tag task "$WORK/task")
+echo "$TASK"
+ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
+echo "$ROUND"
+show push round "$REPO:round"
+
+step "miners: commit (the static gate runs first; only the hash is published)"
+for m in $MINERS; do
+  as "$m"
+  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
+  c=$(show commit --round round --to "$REPO" "$WORK/sub-$m")
+  echo "$c"
+  eval "COMMIT_$m=$c"
+done
+
+step "validator: observe the round before commits close"
+as validator
+show reveals --round "$ROUND" --from "$REPO" --now 2026-11-30T18:00:00Z >/dev/null
+
+step "miners: reveal after commits close"
+for m in $MINERS; do
+  as "$m"
+  var="COMMIT_$m"
+  show reveal --to "$REPO" "${!var}"
+done
+
+step "validator: train each optimizer in the sandbox, sign checkpoints and verdicts, push them"
+as validator
+show reveals --round "$ROUND" --from "$REPO" --now 2026-12-01T06:00:00Z
+for m in $MINERS; do
+  var="COMMIT_$m"
+  rv=$("$BIN/feval" reveals --round "$ROUND" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print([e["reveal"] for e in r["entries"] if e["commitment"]==sys.argv[1]][0])' "${!var}")
+  set +e
+  show evaluate --task "$TASK" --now 2026-12-01T06:00:00Z --to "$REPO" "$rv"
+  rc=$?
+  set -e
+  [ "$m" = diverge ] && echo "(exit $rc: rejected)"
+done
+V_TUNED=$("$BIN/feval" ls --json --kind verdict | python3 -c '
+import json, subprocess, sys
+for e in json.load(sys.stdin):
+    rec = json.loads(subprocess.run([sys.argv[1], "inspect", "--record", e["digest"]], capture_output=True, text=True).stdout)
+    if rec.get("outcome") == "confirmed":
+        print(e["digest"])' "$BIN/feval")
+
+step "anyone: the frontier and the emission, from the validator's signed verdicts in the registry"
+as auditor
+show frontier --round "$ROUND" --from "$REPO" --pub "$WORK/validator/key.pub"
+show emission --round "$ROUND" --from "$REPO" --pub "$WORK/validator/key.pub" --at 14d
+
+step "auditor: replay the confirmed verdict in a fresh store (held-out loss recomputed from the signed checkpoints)"
+show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$V_TUNED"
+
+step "done: one optimizer confirmed and moved the frontier; its verdict replays identical"
