@@ -12,6 +12,7 @@ import (
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/protocol/scenarios"
 )
 
 // ScenarioTask is the part of a scenarios task's task.json the gate needs.
@@ -55,15 +56,8 @@ func ValidateTask(protocol string, task fs.FS) error {
 		_, err := rollouts.LoadTask(task)
 		return err
 	case "scenarios":
-		b, err := fs.ReadFile(task, "task.json")
-		if err != nil {
-			return fmt.Errorf("scenarios task: %w", err)
-		}
-		var st ScenarioTask
-		if err := json.Unmarshal(b, &st); err != nil || len(st.Models) == 0 {
-			return fmt.Errorf("scenarios task.json must list the allowed models")
-		}
-		return nil
+		_, err := scenarios.LoadTask(task)
+		return err
 	case "optimizer":
 		_, err := optimizer.LoadTask(task)
 		return err

@@ -69,6 +69,7 @@ func TestScripts(t *testing.T) {
 			"salt-pushed":  cmdSaltPushed,
 			"genrollouts":  cmdGenRollouts,
 			"genoptask":    cmdGenOptask,
+			"genscentask":  cmdGenScentask,
 		},
 	})
 }

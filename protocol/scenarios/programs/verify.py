@@ -1,0 +1,18 @@
+"""feval scenario verifier (docs/PROTOCOL.md): runs the hidden tests in
+/in/tests against the read-only final workspace /in/workspace with Debian's
+pytest and writes a JUnit XML report to /out/junit.xml.
+
+pytest is imported before the workspace joins the module path, and the
+workspace is appended (never prepended), so no workspace file can stand in
+for pytest or the standard library.
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.append("/in/workspace")
+os.environ["WORKSPACE"] = "/in/workspace"
+os.chdir("/in/workspace")
+code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/in/tests", "-o", "junit_family=xunit2", "--junitxml=/out/junit.xml", "/in/tests"])
+sys.exit(0 if code in (0, 1, 2, 5) else int(code))
