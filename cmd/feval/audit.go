@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"os"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -11,6 +12,7 @@ import (
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/replay"
 	"github.com/feval/feval/scoring"
 	"github.com/urfave/cli/v2"
@@ -151,6 +153,8 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			&cli.BoolFlag{Name: "full", Usage: "rollouts: recompute every row instead of a sample"},
 			&cli.Int64Flag{Name: "bar", Usage: "optimizer: the bar in force, in micro-nats of held-out loss (default: the task's baseline)"},
 			&cli.Int64Flag{Name: "floor", Usage: "optimizer: the least improvement that clears the bar, in micro-nats (default: the rules' floor)"},
+			&cli.StringFlag{Name: "upstream", Usage: "scenarios: base URL of the OpenAI-compatible API that serves every allowlisted model (replaces the task's upstreams)", EnvVars: []string{envMeterUp}},
+			&cli.IntFlag{Name: "parallel", Value: 2, Usage: "scenarios: how many scenarios run at once"},
 		}, bo.Flags(), clk.Flags(), st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -183,6 +187,9 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Int("parallel") < 1 || c.Int("parallel") > 64 {
+				return usagef("--parallel %d: want 1 to 64 scenarios at once", c.Int("parallel"))
+			}
 			if c.Int64("bar") < 0 || c.Int64("floor") < 0 {
 				return usagef("--bar and --floor are non-negative micro-nats")
 			}
@@ -190,6 +197,8 @@ func evaluateCommand(a *appEnv) *cli.Command {
 				Options: evaluate.Options{
 					Rollouts:  rollouts.Params{Beacon: bo.b, Full: c.Bool("full")},
 					Optimizer: optimizer.Params{BarMicroNats: c.Int64("bar"), FloorMicroNats: c.Int64("floor")},
+					Scenarios: scenarios.Params{Upstream: c.String("upstream"), Parallel: c.Int("parallel"),
+						Credentials: func(string) string { return os.Getenv(envMeterKey) }},
 				}}
 			if src != nil {
 				req.Source = src
@@ -240,6 +249,7 @@ func replayCommand(a *appEnv) *cli.Command {
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "registry repository to fetch the verdict and its inputs from"},
 			&cli.BoolFlag{Name: "retrain", Usage: "optimizer: also train again for the recorded steps and compare checkpoints bit for bit (runs the submission in the sandbox)"},
+			&cli.BoolFlag{Name: "verify-only", Usage: "scenarios: re-run only the verifiers (hidden tests) on the recorded final workspaces"},
 			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
 		}, st.Flags(), tr.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
@@ -282,7 +292,7 @@ func replayCommand(a *appEnv) *cli.Command {
 			} else if ok, err := a.replayConsensus(c.Context, out, l, nil, desc, trusted); ok || err != nil {
 				return err
 			}
-			res, err := replay.RunWith(c.Context, l, desc, trusted, evaluate.Options{Retrain: c.Bool("retrain")})
+			res, err := replay.RunWith(c.Context, l, desc, trusted, evaluate.Options{Retrain: c.Bool("retrain"), VerifyOnly: c.Bool("verify-only")})
 			if err != nil {
 				return err
 			}

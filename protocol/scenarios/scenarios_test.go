@@ -1,8 +1,19 @@
 package scenarios_test
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
 	"testing"
+	"testing/fstest"
 
+	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/fixtures/upstream"
+
+	"github.com/feval/feval/fixtures/scenariotask"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/replay"
@@ -13,7 +24,7 @@ import (
 // scored against its declared tests, and the verdict replays identical with
 // the meter answering from the trace.
 func TestGoodAndPoorPolicies(t *testing.T) {
-	w := newWorld(t, []string{"01-parse-range", "08-roman", "16-normpath", "20-env-settings"})
+	w := newWorld(t, scenariotask.Config{Scenarios: []string{"01-parse-range", "08-roman", "16-normpath", "20-env-settings"}})
 	strong, strongOut := w.evaluate(w.submit(pack(t, "kimi-k2-instruct")))
 	weak, _ := w.evaluate(w.submit(pack(t, "llama-4-maverick-17b-128e-instruct")))
 	for _, v := range []scenarios.Verdict{strong, weak} {
@@ -38,5 +49,89 @@ func TestGoodAndPoorPolicies(t *testing.T) {
 	}
 	if w.up.Calls() != calls {
 		t.Fatalf("replay called the upstream %d times", w.up.Calls()-calls)
+	}
+}
+
+// faultTransport answers HTTP 402 to every upstream call of one scenario (found
+// by its fixture hook) and passes the others to the fixture upstream.
+type faultTransport struct{ scenario string }
+
+func (f faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if strings.Contains(string(body), "[fixture-task:"+f.scenario+"]") {
+		return &http.Response{StatusCode: http.StatusPaymentRequired, Header: http.Header{"Content-Type": {"application/json"}},
+			Body:    io.NopCloser(strings.NewReader(`{"error":{"message":"no credits","type":"insufficient_quota","code":"insufficient_quota"}}`)),
+			Request: r}, nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestFailuresStayInTheirScenario: an upstream that runs out of credits in one
+// scenario and a verifier that times out in another make those two scenarios
+// infra_error (never a score of 0) and the verdict infra_error, while the
+// other scenarios are scored; a pack routed to a model off the allowlist
+// scores 0 without being an infrastructure failure; a replay whose policy
+// sends other requests names the scenario, the request and the field.
+func TestFailuresStayInTheirScenario(t *testing.T) {
+	w := newWorld(t, scenariotask.Config{Scenarios: []string{"05-config-repair", "09-temperature", "13-date-month"}, VerifierWallMillis: 3000})
+	w.up.AddScript("13-date-month", upstream.Script{Steps: []upstream.Step{
+		{Tool: "write_file", Arguments: `{"content":"import time\ntime.sleep(600)\n","path":"dates.py"}`},
+		{Tool: "finish", Arguments: `{"summary":"done"}`}}})
+	reveal := w.submit(pack(t, "kimi-k2-instruct"))
+	opts := w.options()
+	opts.Scenarios.Transport = faultTransport{"05-config-repair"}
+	out, err := evaluate.Evaluate(w.ctx, w.validator, w.key, evaluate.Request{Reveal: reveal.Digest.String(),
+		Task: w.task.Digest.String(), Obs: at("2026-12-01T06:00:00Z"), Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := out.Verdict.(scenarios.Verdict)
+	if v.Status != protocol.VerdictInfraError || v.Score != "" {
+		t.Fatalf("verdict %s score %q, want infra_error without a score", v.Status, v.Score)
+	}
+	want := map[string]string{"05-config-repair": scenarios.ScenarioInfraError, "09-temperature": scenarios.ScenarioScored, "13-date-month": scenarios.ScenarioInfraError}
+	for _, s := range v.Scenarios {
+		if s.Status != want[s.Name] {
+			t.Errorf("%s: %s (%s), want %s", s.Name, s.Status, s.Detail, want[s.Name])
+		}
+	}
+	if s := v.Scenarios[1]; s.Passed != s.Total || s.Total != 3 {
+		t.Errorf("09-temperature: %d/%d, want 3/3", s.Passed, s.Total)
+	}
+	if d := v.Scenarios[2].Detail; d != "the verifier timed out" {
+		t.Errorf("13-date-month detail %q", d)
+	}
+
+	// A pack whose model is not allowlisted is rejected by the gate before
+	// anything runs.
+	calls := w.up.Calls()
+	off, _ := w.evaluate(w.submit(pack(t, "gpt-4o")))
+	if off.Status != protocol.VerdictRejected || off.Reason != protocol.ReasonGateFailed || len(off.Scenarios) != 0 || w.up.Calls() != calls {
+		t.Fatalf("off-allowlist pack: %s %s with %d scenarios", off.Status, off.Reason, len(off.Scenarios))
+	}
+
+	// Replaying the first verdict with a policy that picks another model:
+	// the first request of each scenario is missing from the trace.
+	ropts := w.options()
+	ropts.Scenarios.Policy = func(ctx context.Context, pack fs.FS, models []string) (scenarios.Policy, error) {
+		return scenarios.SingleModelPolicy(ctx, fstest.MapFS{"policy.json": {Data: []byte(`{"routes":[{"name":"default","steps":[{"model":"glm-4.5"}]}]}`)}}, models)
+	}
+	res, err := replay.RunWith(w.ctx, w.validator, out.Artifact, nil, ropts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != replay.Differs {
+		t.Fatalf("replay with another policy: %s", res.Outcome)
+	}
+	found := false
+	for _, d := range res.Diffs {
+		if d.Path == "scenarios/09-temperature/requests/1/request/model" && d.Recorded == `"kimi-k2-instruct"` && d.Recomputed == `"glm-4.5"` {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no divergence naming scenario, request and field: %+v", res.Diffs)
 	}
 }

@@ -129,6 +129,8 @@ type Params struct {
 	Upstream string
 	// Transport, if set, carries the meter's upstream calls.
 	Transport http.RoundTripper
+	// Credentials returns the bearer token for a model's upstream.
+	Credentials func(model string) string
 	// Policy starts the pack's policy (SingleModelPolicy if nil).
 	Policy PolicyStarter
 	// Parallel is how many scenarios run at once (1 if zero).
@@ -247,7 +249,7 @@ func (p Params) runAll(ctx context.Context, e *evaluation, rec *meter.Recorder, 
 	if replay != nil && len(replay) == 0 {
 		replay = []meter.TraceEntry{} // replay mode with an empty trace
 	}
-	m, err := meter.New(e.cfg, meter.Options{Recorder: rec, Upstream: p.Upstream, Transport: p.Transport, Replay: replay})
+	m, err := meter.New(e.cfg, meter.Options{Recorder: rec, Upstream: p.Upstream, Transport: p.Transport, Credentials: p.Credentials, Replay: replay})
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ type world struct {
 	n         int
 }
 
-func newWorld(t *testing.T, names []string) *world {
+func newWorld(t *testing.T, cfg scenariotask.Config) *world {
 	t.Helper()
 	needPytest(t)
 	w := &world{t: t, ctx: context.Background(), key: newSigner(t)}
@@ -85,7 +85,7 @@ func newWorld(t *testing.T, names []string) *world {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "task")
-	if err := scenariotask.Generate(dir, scenariotask.Config{Scenarios: names}); err != nil {
+	if err := scenariotask.Generate(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := evaluate.ValidateTask("scenarios", os.DirFS(dir)); err != nil {
