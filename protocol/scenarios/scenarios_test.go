@@ -3,6 +3,7 @@ package scenarios_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/fixtures/upstream"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/replay"
+	"github.com/feval/feval/scoring"
 )
 
 // TestGoodAndPoorPolicies evaluates two single-model packs on a few scenarios:
@@ -39,6 +42,21 @@ func TestGoodAndPoorPolicies(t *testing.T) {
 	if strong.Score == weak.Score || strong.CostMicroUSD == weak.CostMicroUSD {
 		t.Fatalf("strong %s (%d micro-USD) and weak %s (%d micro-USD) do not differ", strong.Score, strong.CostMicroUSD, weak.Score, weak.CostMicroUSD)
 	}
+	// Consensus takes the scenario verdicts: the strong pack takes the vacant
+	// seat and, under the scenarios weight rule, every unit of weight.
+	stakes := fmt.Sprintf(`{"stakes": {%q: 100}}`, w.key.Public().Fingerprint)
+	cons, err := consensus.Run(w.ctx, w.validator, w.key, consensus.Options{Round: w.round.Digest.String(), Stakes: consensus.Input{JSON: []byte(stakes)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := cons.Record
+	if rec.Seat.Holder != strong.Submission || rec.Seat.Outcome != scoring.SeatTaken || rec.Seat.HolderScore.String() != strong.Score {
+		t.Fatalf("seat %+v, want the strong pack %s at %s", rec.Seat, strong.Submission, strong.Score)
+	}
+	if len(rec.Weights.Miners) != 1 || rec.Weights.Miners[0].Submission != strong.Submission || rec.Weights.Miners[0].Units != consensus.UnitsTotal {
+		t.Fatalf("weights %+v, want every unit to the seat holder", rec.Weights)
+	}
+
 	calls := w.up.Calls()
 	res, err := replay.RunWith(w.ctx, w.validator, strongOut.Artifact, nil, w.options())
 	if err != nil {
