@@ -30,10 +30,27 @@ const (
 	ModeSequence = "sequence"
 	ModeParallel = "parallel"
 
-	CombineFirstSuccess = "first_success"
+	CombineFirst        = "first"
+	CombineFirstSuccess = "first_success" // the same as CombineFirst
+	CombineMajority     = "majority"
+	CombineConcat       = "concat"
 	CombineShortest     = "shortest"
 	CombineLongest      = "longest"
 	CombineJudge        = "judge"
+)
+
+// Roles a match may name.
+var policyRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+
+// Patterns are the named content patterns a match may test on the last user
+// message; docs/POLICY.md gives each one's RE2 expression.
+var Patterns = []string{"code", "diff", "error", "failing_test", "path", "question"}
+
+// maxFallbacks bounds a step's fallback models; maxTurn the session turns a
+// match may name.
+const (
+	maxFallbacks = 4
+	maxTurn      = 10000
 )
 
 // Policy is a declarative fusion policy (policy.json). For each request the
@@ -66,6 +83,11 @@ type Session struct {
 	// the last KeepMessages other messages of the conversation; 0 forwards
 	// all.
 	KeepMessages int `json:"keep_messages,omitempty"`
+	// KeepTask keeps the first user message of the session's first request
+	// (the task) and puts it back, after the system messages, into every
+	// later request that no longer holds it (after an agent's or
+	// keep_messages' truncation).
+	KeepTask bool `json:"keep_task,omitempty"`
 }
 
 // Route is one way of answering a request.
@@ -103,6 +125,18 @@ type Match struct {
 	// Contains: the last user message contains this text (1 to 256 bytes,
 	// byte-exact).
 	Contains string `json:"contains,omitempty"`
+	// Pattern: the last user message matches this named pattern (one of
+	// Patterns).
+	Pattern string `json:"pattern,omitempty"`
+	// LastRole: the last message has this role (system, user, assistant,
+	// tool).
+	LastRole string `json:"last_role,omitempty"`
+	// HasRole: some message has this role.
+	HasRole string `json:"has_role,omitempty"`
+	// MinTurn and MaxTurn (0 = unbounded) bound the session turn: the
+	// request's number, from 1, among the requests of its scenario.
+	MinTurn int `json:"min_turn,omitempty"`
+	MaxTurn int `json:"max_turn,omitempty"`
 }
 
 // Step is one call to an allowlisted model.
@@ -120,6 +154,10 @@ type Step struct {
 	// TemperatureMilli is the sampling temperature in thousandths, 0 to
 	// 2000; absent keeps the agent's value.
 	TemperatureMilli *int `json:"temperature_milli,omitempty"`
+	// Fallbacks are allowlisted models tried in order, with the same
+	// input, when this step's model fails (an upstream error or rejection,
+	// a cap refusal, an unreadable answer); at most 4.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 }
 
 // Rewrite changes the request a step's model sees.
@@ -129,6 +167,9 @@ type Rewrite struct {
 	SystemPrefix string `json:"system_prefix,omitempty"`
 	// DropTools hides the request's tool definitions from this model.
 	DropTools bool `json:"drop_tools,omitempty"`
+	// TruncateHistory, when 1 to 256, keeps the system messages and only
+	// the last TruncateHistory other messages; 0 keeps all.
+	TruncateHistory int `json:"truncate_history,omitempty"`
 }
 
 // ParsePolicy decodes and validates a policy.json document against the
@@ -193,7 +234,8 @@ func (v *policyValidator) policy(p *Policy) {
 }
 
 func (v *policyValidator) match(where string, m *Match) {
-	if m.HasTools == nil && m.MinMessages == 0 && m.MaxMessages == 0 && m.Contains == "" {
+	if m.HasTools == nil && m.MinMessages == 0 && m.MaxMessages == 0 && m.Contains == "" &&
+		m.Pattern == "" && m.LastRole == "" && m.HasRole == "" && m.MinTurn == 0 && m.MaxTurn == 0 {
 		v.bad(RulePolicySchema, where, "needs at least one condition")
 	}
 	if m.MinMessages < 0 || m.MinMessages > maxMatchMessages || m.MaxMessages < 0 || m.MaxMessages > maxMatchMessages {
@@ -205,6 +247,30 @@ func (v *policyValidator) match(where string, m *Match) {
 	if len(m.Contains) > maxContainsBytes {
 		v.bad(RulePolicySchema, where+".contains", "longer than %d bytes", maxContainsBytes)
 	}
+	if m.Pattern != "" && !knownPattern(m.Pattern) {
+		v.bad(RulePolicySchema, where+".pattern", "must be one of %v", Patterns)
+	}
+	if m.LastRole != "" && !policyRoles[m.LastRole] {
+		v.bad(RulePolicySchema, where+".last_role", "must be system, user, assistant or tool")
+	}
+	if m.HasRole != "" && !policyRoles[m.HasRole] {
+		v.bad(RulePolicySchema, where+".has_role", "must be system, user, assistant or tool")
+	}
+	if m.MinTurn < 0 || m.MinTurn > maxTurn || m.MaxTurn < 0 || m.MaxTurn > maxTurn {
+		v.bad(RulePolicySchema, where, "turn bounds must be 0 to %d", maxTurn)
+	}
+	if m.MaxTurn != 0 && m.MinTurn > m.MaxTurn {
+		v.bad(RulePolicySchema, where, "min_turn exceeds max_turn")
+	}
+}
+
+func knownPattern(p string) bool {
+	for _, q := range Patterns {
+		if p == q {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *policyValidator) route(where string, r *Route) {
@@ -223,7 +289,7 @@ func (v *policyValidator) route(where string, r *Route) {
 	}
 	if r.Mode == ModeParallel {
 		switch r.Combine {
-		case CombineFirstSuccess, CombineShortest, CombineLongest:
+		case CombineFirst, CombineFirstSuccess, CombineMajority, CombineConcat, CombineShortest, CombineLongest:
 			if r.Judge != nil {
 				v.bad(RulePolicySchema, where+".judge", "only allowed with combine \"judge\"")
 			}
@@ -232,7 +298,7 @@ func (v *policyValidator) route(where string, r *Route) {
 				v.bad(RulePolicySchema, where+".judge", "required with combine \"judge\"")
 			}
 		default:
-			v.bad(RulePolicySchema, where+".combine", "must be first_success, shortest, longest or judge")
+			v.bad(RulePolicySchema, where+".combine", "must be first, majority, judge, concat, shortest or longest")
 		}
 	} else {
 		if r.Combine != "" {
@@ -274,8 +340,19 @@ func (v *policyValidator) step(where string, s *Step) {
 	if t := s.TemperatureMilli; t != nil && (*t < 0 || *t > maxTemperatureMill) {
 		v.bad(RulePolicySchema, where+".temperature_milli", "must be 0 to %d", maxTemperatureMill)
 	}
+	if len(s.Fallbacks) > maxFallbacks {
+		v.bad(RulePolicySchema, where+".fallbacks", "at most %d models", maxFallbacks)
+	}
+	for i, f := range s.Fallbacks {
+		if !v.models[f] {
+			v.bad(RuleUnknownModel, fmt.Sprintf("%s.fallbacks[%d]", where, i), "%q is not an allowlisted model", clip(f))
+		}
+	}
 	if rw := s.Rewrite; rw != nil {
-		if rw.SystemPrefix == "" && !rw.DropTools {
+		if rw.TruncateHistory < 0 || rw.TruncateHistory > maxKeepMessages {
+			v.bad(RulePolicySchema, where+".rewrite.truncate_history", "must be 0 to %d", maxKeepMessages)
+		}
+		if rw.SystemPrefix == "" && !rw.DropTools && rw.TruncateHistory == 0 {
 			v.bad(RulePolicySchema, where+".rewrite", "changes nothing; omit it")
 		}
 		if len(rw.SystemPrefix) > maxTextBytes {

@@ -81,16 +81,18 @@ func (l ScenarioLimits) withDefaults() ScenarioLimits {
 var ErrNoModels = errors.New("no allowlisted models")
 
 // ServerEntry is server.json: how to start a pack's own OpenAI-compatible
-// server. The validator starts Command with the pack as working directory
-// and sends the agent's requests to 127.0.0.1:Port.
+// server. The policy sidecar starts Command in the sandbox with the pack as
+// working directory and the listening Unix socket as descriptor 3, and sends
+// the agent's requests there (docs/POLICY.md).
 type ServerEntry struct {
 	// Command is the argument vector, 1 to 16 arguments of 1 to 256
 	// printable ASCII bytes. Command[0] is either "python3", and then
 	// Command[1] is a file under server/, or itself a file under server/
 	// (a program the validator runs directly).
 	Command []string `json:"command"`
-	// Port is the TCP port the server listens on, 1024 to 65535.
-	Port int `json:"port"`
+	// Port, optional (1024 to 65535), is only informational: the sandbox
+	// has no TCP, and the server serves on descriptor 3.
+	Port int `json:"port,omitempty"`
 }
 
 // ParseServerEntry decodes and checks server.json, apart from the existence
@@ -104,8 +106,8 @@ func ParseServerEntry(data []byte) (*ServerEntry, []Violation) {
 	bad := func(rule, format string, args ...any) {
 		vs = append(vs, Violation{Rule: rule, Path: ServerFile, Detail: fmt.Sprintf(format, args...)})
 	}
-	if e.Port < 1024 || e.Port > 65535 {
-		bad(RuleJSONSchema, "port must be 1024 to 65535")
+	if e.Port != 0 && (e.Port < 1024 || e.Port > 65535) {
+		bad(RuleJSONSchema, "port must be 1024 to 65535 when given")
 	}
 	if len(e.Command) == 0 || len(e.Command) > 16 {
 		bad(RuleServerCommand, "command must hold 1 to 16 arguments")

@@ -182,6 +182,10 @@ type Scenario struct {
 // ID returns the scenario's name.
 func (s *Scenario) ID() string { return s.id }
 
+// Meter returns the meter the scenario belongs to (its recorder holds the
+// scenario's receipts).
+func (s *Scenario) Meter() *Meter { return s.m }
+
 // Spent returns the micro-USD settled so far and the amount reserved by calls
 // in flight.
 func (s *Scenario) Spent() (spent, reserved int64) { return s.b.state() }

@@ -29,7 +29,9 @@ const (
 	// GuaranteeProcessLimit: Limits.Processes is enforced and hitting it is
 	// reported as such.
 	GuaranteeProcessLimit = "process-limit"
-	// GuaranteeCPULimit: Limits.CPUMillis bounds the whole process tree.
+	// GuaranteeCPULimit: Limits.CPUMillis bounds the whole process tree, and
+	// the run's CPU share is capped below the host's cores so that the
+	// supervisor can always end it on time.
 	GuaranteeCPULimit = "cpu-limit"
 	// GuaranteeOutputLimit: /out and /tmp are bounded in bytes and files.
 	GuaranteeOutputLimit = "output-limit"
@@ -67,6 +69,9 @@ type Capabilities struct {
 	MemoryCgroup string `json:"memoryCgroup"`
 	PidsCgroup   string `json:"pidsCgroup"`
 	CPUCgroup    string `json:"cpuCgroup"`
+	// CPUQuotaCgroup is "v1", "v2" or "" for CPU bandwidth control, which
+	// keeps a run below the host's core count.
+	CPUQuotaCgroup string `json:"cpuQuotaCgroup"`
 
 	// Problems explains, sorted, every mechanism that is missing.
 	Problems []string `json:"problems"`
@@ -130,7 +135,7 @@ func (c Capabilities) Guarantees() []GuaranteeStatus {
 		g(GuaranteeSyscallFilter, []mechanism{{c.Seccomp, "seccomp"}}, notify),
 		g(GuaranteeMemoryLimit, []mechanism{cgroup(c.MemoryCgroup, "memory")}),
 		g(GuaranteeProcessLimit, []mechanism{cgroup(c.PidsCgroup, "pids")}),
-		g(GuaranteeCPULimit, []mechanism{cgroup(c.CPUCgroup, "cpu accounting")}),
+		g(GuaranteeCPULimit, []mechanism{cgroup(c.CPUCgroup, "cpu accounting"), cgroup(c.CPUQuotaCgroup, "cpu bandwidth")}),
 		g(GuaranteeOutputLimit, []mechanism{userns, mountns, {c.MountNamespace, "size-capped tmpfs"}}),
 	}
 }

@@ -7,25 +7,50 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
 // Controllers the sandbox uses. "cpu" means CPU accounting: cpuacct on cgroup
-// v1, cpu on cgroup v2.
+// v1, cpu on cgroup v2. "cpu-quota" is CPU bandwidth control: cpu on either
+// version (on v2 the same controller as accounting).
 const (
-	ctlMemory = "memory"
-	ctlPids   = "pids"
-	ctlCPU    = "cpu"
+	ctlMemory   = "memory"
+	ctlPids     = "pids"
+	ctlCPU      = "cpu"
+	ctlCPUQuota = "cpu-quota"
 )
+
+// controllers lists every controller the sandbox uses, in a fixed order.
+var controllers = []string{ctlMemory, ctlPids, ctlCPU, ctlCPUQuota}
+
+// cpuPeriodMicros is the CPU bandwidth period of a run's cgroup.
+const cpuPeriodMicros = 100_000
+
+// cpuQuotaMicros is the CPU time a run may use per period: every core but
+// one, so that the supervisor (Run's timers and the init) always has a
+// core's share however the program loads the machine; half a core on a
+// single-core host.
+func cpuQuotaMicros(cores int) int64 {
+	if cores < 2 {
+		return cpuPeriodMicros / 2
+	}
+	return int64(cores-1) * cpuPeriodMicros
+}
 
 // cgroupHome is the caller's own cgroup directory for one controller, under
 // which a run's cgroup is created.
 type cgroupHome struct {
 	dir string
 	v2  bool
+	// procs is where the caller's own process lives, and where Run moves
+	// the init back to: dir itself, or on cgroup v2 the supervisor leaf
+	// (see enableV2).
+	procs string
 }
 
 // cgroupLayout says where each controller can be used, and why not where it
@@ -106,7 +131,7 @@ func unescapeMount(s string) string {
 func discoverCgroups(probe bool) cgroupLayout {
 	l := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{}}
 	fail := func(why string) cgroupLayout {
-		for _, c := range []string{ctlMemory, ctlPids, ctlCPU} {
+		for _, c := range controllers {
 			l.problems[c] = why
 		}
 		return l
@@ -144,9 +169,10 @@ func discoverCgroups(probe bool) cgroupLayout {
 		return filepath.Join(m.point, p), true
 	}
 	want := map[string][]string{ // controller -> names on v1, v2
-		ctlMemory: {"memory", "memory"},
-		ctlPids:   {"pids", "pids"},
-		ctlCPU:    {"cpuacct", "cpu"},
+		ctlMemory:   {"memory", "memory"},
+		ctlPids:     {"pids", "pids"},
+		ctlCPU:      {"cpuacct", "cpu"},
+		ctlCPUQuota: {"cpu", "cpu"},
 	}
 	probed := map[string]error{}
 	tryDir := func(dir string) error {
@@ -163,7 +189,7 @@ func discoverCgroups(probe bool) cgroupLayout {
 		probed[dir] = err
 		return err
 	}
-	for _, ctl := range []string{ctlMemory, ctlPids, ctlCPU} {
+	for _, ctl := range controllers {
 		// cgroup v2 first, when the controller is delegated to our children.
 		if hasV2 {
 			for _, m := range mounts {
@@ -174,15 +200,26 @@ func discoverCgroups(probe bool) cgroupLayout {
 				if !ok {
 					continue
 				}
+				dir, procs := v2Home(dir)
 				sub, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-				if err != nil || !containsWord(string(sub), want[ctl][1]) {
+				if err != nil {
 					continue
+				}
+				if !containsWord(string(sub), want[ctl][1]) {
+					avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+					if err != nil || !containsWord(string(avail), want[ctl][1]) {
+						continue
+					}
+					if procs, err = enableV2(dir); err != nil {
+						l.problems[ctl] = fmt.Sprintf("cgroup v2 %s: %v", dir, err)
+						continue
+					}
 				}
 				if err := tryDir(dir); err != nil {
 					l.problems[ctl] = fmt.Sprintf("cgroup v2 %s: %v", dir, err)
 					continue
 				}
-				l.homes[ctl] = cgroupHome{dir: dir, v2: true}
+				l.homes[ctl] = cgroupHome{dir: dir, v2: true, procs: procs}
 				break
 			}
 			if _, ok := l.homes[ctl]; ok {
@@ -210,7 +247,7 @@ func discoverCgroups(probe bool) cgroupLayout {
 				l.problems[ctl] = fmt.Sprintf("cgroup v1 %s: %v", dir, err)
 				continue
 			}
-			l.homes[ctl] = cgroupHome{dir: dir}
+			l.homes[ctl] = cgroupHome{dir: dir, procs: dir}
 			delete(l.problems, ctl)
 			break
 		}
@@ -221,6 +258,78 @@ func discoverCgroups(probe bool) cgroupLayout {
 		}
 	}
 	return l
+}
+
+// v2Controllers are the cgroup v2 controllers the sandbox uses.
+var v2Controllers = []string{"memory", "pids", "cpu"}
+
+// v2SupervisorLeaf is the leaf of a cgroup v2 home that feval processes
+// move into so that the home can enable controllers for its children (see
+// enableV2). Every feval process of the home shares it.
+const v2SupervisorLeaf = "feval-supervisor"
+
+// enableV2Mu serializes enableV2 within the process.
+var enableV2Mu sync.Mutex
+
+// v2Home maps the caller's own cgroup v2 directory to the home its runs'
+// cgroups are created in, and where its process lives: the same directory,
+// unless the process lives in the home's supervisor leaf.
+func v2Home(dir string) (home, procs string) {
+	if filepath.Base(dir) == v2SupervisorLeaf {
+		return filepath.Dir(dir), dir
+	}
+	return dir, dir
+}
+
+// enableV2 enables, in dir's cgroup.subtree_control, the v2Controllers that
+// dir offers, and returns where the caller's process lives afterwards.
+// cgroup v2 lets a cgroup other than the root enable controllers for its
+// children only while it holds no process. So when dir holds the caller's
+// process, and nothing else, enableV2 moves the process into the leaf
+// dir/feval-supervisor first (every thread moves; the leaf stays for the
+// next feval process of the home).
+// It changes nothing and fails when dir holds other processes: feval must
+// then run in a delegated cgroup of its own (systemd's Delegate=yes, say).
+func enableV2(dir string) (procs string, err error) {
+	enableV2Mu.Lock()
+	defer enableV2Mu.Unlock()
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return "", err
+	}
+	var add []string
+	for _, c := range v2Controllers {
+		if containsWord(string(avail), c) {
+			add = append(add, "+"+c)
+		}
+	}
+	enable := func() error { return writeCgroupFile(dir, "cgroup.subtree_control", strings.Join(add, " ")) }
+	err = enable()
+	if err == nil || !errors.Is(err, syscall.EBUSY) {
+		return dir, err
+	}
+	pid := strconv.Itoa(os.Getpid())
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return "", err
+	}
+	for _, p := range strings.Fields(string(b)) {
+		if p != pid {
+			return "", fmt.Errorf("controllers %s are available but not enabled for children, and the cgroup holds processes other than this one (%s): run feval in a delegated cgroup of its own", strings.Join(add, " "), p)
+		}
+	}
+	leaf := filepath.Join(dir, v2SupervisorLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	if err := writeCgroupFile(leaf, "cgroup.procs", pid); err != nil {
+		return "", err
+	}
+	if err := enable(); err != nil {
+		_ = writeCgroupFile(dir, "cgroup.procs", pid)
+		return "", err
+	}
+	return leaf, nil
 }
 
 func containsWord(s, w string) bool { return contains(strings.Fields(s), w) }
@@ -234,10 +343,15 @@ func contains(list []string, w string) bool {
 	return false
 }
 
+// runDirPrefix starts the names of a run's cgroups and root mount point:
+// "feval-sandbox-<pid>-", so that what a process left behind can be told from
+// the runs of other processes on the host.
+func runDirPrefix() string { return "feval-sandbox-" + strconv.Itoa(os.Getpid()) + "-" }
+
 // runCgroup is the cgroup (one directory per hierarchy) of one run.
 type runCgroup struct {
 	dirs  map[string]string // controller -> directory; absent if unused
-	homes map[string]string // controller -> the caller's own cgroup directory
+	homes map[string]string // controller -> where the caller's own process lives
 	v2    map[string]bool
 	made  []string // directories to remove, deepest last
 }
@@ -253,6 +367,7 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 		{ctlMemory, GuaranteeMemoryLimit, "writable memory cgroup", lim.MemoryBytes != NoLimit},
 		{ctlPids, GuaranteeProcessLimit, "writable pids cgroup", lim.Processes != NoLimit},
 		{ctlCPU, GuaranteeCPULimit, "writable CPU accounting cgroup", lim.CPUMillis != NoLimit},
+		{ctlCPUQuota, GuaranteeCPULimit, "writable CPU bandwidth cgroup", lim.CPUMillis != NoLimit},
 	}
 	for _, n := range need {
 		if _, ok := layout.homes[n.ctl]; !ok && n.required {
@@ -268,7 +383,7 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 		}
 		dir, ok := byHome[h.dir]
 		if !ok {
-			d, err := os.MkdirTemp(h.dir, "feval-sandbox-")
+			d, err := os.MkdirTemp(h.dir, runDirPrefix())
 			if err != nil {
 				cg.remove()
 				if n.required {
@@ -281,13 +396,30 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 			cg.made = append(cg.made, d)
 		}
 		cg.dirs[n.ctl] = dir
-		cg.homes[n.ctl] = h.dir
+		cg.homes[n.ctl] = h.procs
 		cg.v2[n.ctl] = h.v2
 	}
 	if lim.Processes != NoLimit {
 		if err := cg.setPids(lim.Processes + initTaskAllowance); err != nil {
 			cg.remove()
 			return nil, &SetupError{Stage: "set process limit", Err: err}
+		}
+	}
+	if dir, ok := cg.dirs[ctlCPUQuota]; ok {
+		quota := strconv.FormatInt(cpuQuotaMicros(runtime.NumCPU()), 10)
+		period := strconv.Itoa(cpuPeriodMicros)
+		var err error
+		if cg.v2[ctlCPUQuota] {
+			err = writeCgroupFile(dir, "cpu.max", quota+" "+period)
+		} else {
+			err = writeCgroupFile(dir, "cpu.cfs_period_us", period)
+			if err == nil {
+				err = writeCgroupFile(dir, "cpu.cfs_quota_us", quota)
+			}
+		}
+		if err != nil {
+			cg.remove()
+			return nil, &SetupError{Stage: "set CPU quota", Err: err}
 		}
 	}
 	if dir, ok := cg.dirs[ctlMemory]; ok && lim.MemoryBytes != NoLimit {
@@ -302,6 +434,12 @@ func newRunCgroup(layout cgroupLayout, lim Limits) (*runCgroup, error) {
 			err = writeCgroupFile(dir, "memory.limit_in_bytes", v)
 			if err == nil {
 				err = writeOptional(dir, "memory.memsw.limit_in_bytes", v)
+			}
+			// v1 keeps TCP buffers outside memory.limit_in_bytes. The
+			// filter refuses TCP sockets; this bounds them should one
+			// ever be reachable.
+			if err == nil {
+				err = writeOptional(dir, "memory.kmem.tcp.limit_in_bytes", v)
 			}
 		}
 		if err != nil {

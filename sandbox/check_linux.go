@@ -69,7 +69,8 @@ func Check() Capabilities {
 
 	layout := discoverCgroups(true)
 	c.MemoryCgroup, c.PidsCgroup, c.CPUCgroup = layout.version(ctlMemory), layout.version(ctlPids), layout.version(ctlCPU)
-	for _, ctl := range []string{ctlMemory, ctlPids, ctlCPU} {
+	c.CPUQuotaCgroup = layout.version(ctlCPUQuota)
+	for _, ctl := range controllers {
 		if msg, ok := layout.problems[ctl]; ok {
 			problems = append(problems, ctl+" cgroup: "+msg)
 		}

@@ -55,7 +55,8 @@ func TestCheckTellsTheTruth(t *testing.T) {
 		used[m] = true
 	}
 	want := []string{"user-namespace", "network-namespace", "pid-namespace", "mount-namespace",
-		"cgroup-" + c.MemoryCgroup + "-memory", "cgroup-" + c.PidsCgroup + "-pids", "cgroup-" + c.CPUCgroup + "-cpu"}
+		"cgroup-" + c.MemoryCgroup + "-memory", "cgroup-" + c.PidsCgroup + "-pids", "cgroup-" + c.CPUCgroup + "-cpu",
+		"cgroup-" + c.CPUQuotaCgroup + "-cpu-quota"}
 	if c.Landlock {
 		want = append(want, "landlock-abi-"+strconv.Itoa(c.LandlockABI))
 	}

@@ -21,7 +21,7 @@ func CgroupHomes() []string {
 // SeccompFilter returns the program's seccomp filter as raw struct
 // sock_filter bytes (kill on violation), for peer tools in benchmarks.
 func SeccompFilter() ([]byte, error) {
-	prog, err := seccompProgram(seccomp.ActionKillProcess)
+	prog, err := seccompProgram(seccomp.ActionKillProcess, false)
 	if err != nil {
 		return nil, err
 	}

@@ -89,15 +89,18 @@ func expectNoSurvivors(t testing.TB, marker string) {
 	t.Fatalf("processes outlived the run: %v", left)
 }
 
-// hostLeftovers lists cgroups and root mount points that Run left behind.
+// hostLeftovers lists cgroups and root mount points that Run, called by this
+// process, left behind (other processes on the host may be running sandboxes
+// of their own meanwhile).
 func hostLeftovers(t testing.TB) []string {
 	t.Helper()
+	prefix := fmt.Sprintf("feval-sandbox-%d-*", os.Getpid())
 	var left []string
 	for _, h := range sandbox.CgroupHomes() {
-		m, _ := filepath.Glob(filepath.Join(h, "feval-sandbox-*"))
+		m, _ := filepath.Glob(filepath.Join(h, prefix))
 		left = append(left, m...)
 	}
-	m, _ := filepath.Glob(filepath.Join(os.TempDir(), "feval-sandbox-root-*"))
+	m, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix))
 	return append(left, m...)
 }
 

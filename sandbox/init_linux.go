@@ -80,6 +80,10 @@ func initRun() int {
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return fail("decode config", err)
 	}
+	refuseInotify, err := setUserNamespaceLimits()
+	if err != nil {
+		return fail("user namespace limits", err)
+	}
 	if err := buildRoot(&cfg); err != nil {
 		return fail("build root", err)
 	}
@@ -101,7 +105,7 @@ func initRun() int {
 	if cfg.Notify {
 		violation = seccomp.ActionUserNotify
 	}
-	filter, err := seccompProgram(violation)
+	filter, err := seccompProgram(violation, refuseInotify)
 	if err != nil {
 		return fail("seccomp", err)
 	}
@@ -128,16 +132,27 @@ func initRun() int {
 	started := make(chan startResult)
 	go func() {
 		// This thread takes on the program's restrictions and is never
-		// returned to the runtime: it ends with the goroutine.
+		// returned to the runtime: it ends with the goroutine, or, once
+		// the program has started, with the init.
 		runtime.LockOSThread()
 		st := startProgram(&cfg, prog, devnull, filter, llFD, llFlags)
 		if st.err == nil {
 			// The program holds its stdout and stderr; the init must not.
 			_ = unix.Close(1)
 			_ = unix.Close(fdTargetStderr)
+			if cfg.Listen {
+				_ = unix.Close(fdListen)
+			}
 			report(initEvent{Event: evStarted, Landlock: llABI})
 		}
 		started <- st
+		if st.err == nil {
+			// The thread stays, holding the filter: while it lives, a
+			// denied call whose caller died before the init read it still
+			// shows as a pending request on the listener (see
+			// serveNotifications), even after the whole program is gone.
+			select {}
+		}
 	}()
 	st := <-started
 	devnull.Close()
@@ -145,13 +160,11 @@ func initRun() int {
 		return fail(st.stage, st.err)
 	}
 
-	violations := make(chan string, 1)
+	var violations violationRecord
+	server := make(chan int, 1)
 	if st.listener >= 0 {
-		go serveNotifications(st.listener, func(name string) {
-			select {
-			case violations <- name:
-			default:
-			}
+		go serveNotifications(st.listener, server, func(name string) {
+			violations.add(name)
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		})
 	}
@@ -179,10 +192,18 @@ func initRun() int {
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		}
 	}
-	select {
-	case ev.Violation = <-violations:
-	default:
+	if st.listener >= 0 {
+		// Every process of the program is gone: once the server is back
+		// waiting for a request, it has handled every denied call made.
+		// Reading its state needs the init's /proc files to be its own,
+		// which they are only while it is dumpable; with nothing left in
+		// the namespace, nothing can take advantage.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+		if err := awaitServerIdle(<-server, st.listener); err != nil {
+			return fail("seccomp notifications", err)
+		}
 	}
+	ev.Violation = violations.get()
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err == nil {
 		ev.UserMicros = ru.Utime.Sec*1e6 + ru.Utime.Usec
@@ -227,16 +248,30 @@ func startProgram(cfg *initConfig, prog string, devnull *os.File, filter []unix.
 		}
 	}
 	limits := []struct {
-		res int
-		v   uint64
+		res      int
+		cur, max uint64
 	}{
-		{unix.RLIMIT_NOFILE, uint64(cfg.OpenFiles)},
-		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_NOFILE, uint64(cfg.OpenFiles), uint64(cfg.OpenFiles)},
+		{unix.RLIMIT_CORE, 0, 0},
+		// Counted per user, and charged to the host user too: POSIX
+		// message queues are refused, queued signals and POSIX timers
+		// bounded.
+		{unix.RLIMIT_MSGQUEUE, 0, 0},
+		{unix.RLIMIT_SIGPENDING, MaxPendingSignals, MaxPendingSignals},
+	}
+	if cfg.CPUMillis != NoLimit {
+		// A backstop behind the cgroup's accounting: no single process
+		// can use much more than the whole tree may.
+		secs := uint64(cfg.CPUMillis+999)/1000 + 1
+		limits = append(limits, struct {
+			res      int
+			cur, max uint64
+		}{unix.RLIMIT_CPU, secs, secs + 1})
 	}
 	for _, l := range limits {
 		// syscall.Setrlimit, unlike a raw call, also stops ForkExec from
 		// restoring the runtime's original RLIMIT_NOFILE in the child.
-		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.v, Max: l.v}); err != nil {
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.cur, Max: l.max}); err != nil {
 			return bad(fmt.Sprintf("set rlimit %d", l.res), err)
 		}
 	}
@@ -259,6 +294,9 @@ func startProgram(cfg *initConfig, prog string, devnull *os.File, filter []unix.
 		Files: []uintptr{devnull.Fd(), 1, fdTargetStderr},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	}
+	if cfg.Listen {
+		attr.Files = append(attr.Files, fdListen) // becomes ListenFD
+	}
 	if cfg.SetUID {
 		attr.Sys.Credential = &syscall.Credential{Uid: UID, Gid: GID, Groups: []uint32{}}
 	}
@@ -268,6 +306,49 @@ func startProgram(cfg *initConfig, prog string, devnull *os.File, filter []unix.
 		return startResult{stage: "start program", err: err, listener: listener}
 	}
 	return startResult{pid: pid, listener: listener}
+}
+
+// userNamespaceLimits are written to /proc/sys/user in the sandbox's user
+// namespace. The kernel charges what the program holds against these and,
+// level by level, against the host user's own limits, so a run can take at
+// most this much of the host user's allowance. Namespace creation is denied
+// by the filter anyway; zero makes sure.
+var userNamespaceLimits = []struct {
+	name string
+	v    int
+}{
+	{"max_inotify_instances", MaxInotifyInstances},
+	{"max_inotify_watches", MaxInotifyWatches},
+	{"max_fanotify_groups", 0},
+	{"max_fanotify_marks", 0},
+	{"max_cgroup_namespaces", 0},
+	{"max_ipc_namespaces", 0},
+	{"max_mnt_namespaces", 0},
+	{"max_net_namespaces", 0},
+	{"max_pid_namespaces", 0},
+	{"max_time_namespaces", 0},
+	{"max_user_namespaces", 0},
+	{"max_uts_namespaces", 0},
+}
+
+// setUserNamespaceLimits writes userNamespaceLimits for the init's user
+// namespace. A kernel without per-namespace inotify limits (before Linux
+// 5.11) counts inotify against the host user alone: then refuseInotify is
+// true and the filter refuses inotify instead.
+func setUserNamespaceLimits() (refuseInotify bool, err error) {
+	for _, l := range userNamespaceLimits {
+		p := "/proc/sys/user/" + l.name
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			if l.name == "max_inotify_instances" || l.name == "max_inotify_watches" {
+				refuseInotify = true
+			}
+			continue
+		}
+		if err := os.WriteFile(p, []byte(strconv.Itoa(l.v)), 0); err != nil {
+			return false, err
+		}
+	}
+	return refuseInotify, nil
 }
 
 func isExecutable(p string) bool {

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 )
@@ -116,7 +118,8 @@ func TestCopyTreeAdversarial(t *testing.T) {
 	must(os.Symlink(filepath.Dir(secret), filepath.Join(src, "d", "dirlink")))
 	must(syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600))
 
-	st, err := copyTree(src, dst)
+	lim := copyLimits{bytes: 1 << 20, entries: 100}
+	st, err := copyTree(context.Background(), src, dst, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,14 +142,14 @@ func TestCopyTreeAdversarial(t *testing.T) {
 	}
 
 	// A second copy into the same directory must not overwrite anything.
-	if _, err := copyTree(src, dst); !errors.Is(err, syscall.EEXIST) {
+	if _, err := copyTree(context.Background(), src, dst, lim); !errors.Is(err, syscall.EEXIST) {
 		t.Errorf("second copy: %v, want EEXIST", err)
 	}
 }
 
 func TestSeccompProgramAssembles(t *testing.T) {
 	for _, a := range []seccomp.Action{seccomp.ActionKillProcess, seccomp.ActionUserNotify} {
-		prog, err := seccompProgram(a)
+		prog, err := seccompProgram(a, false)
 		if err != nil {
 			t.Fatalf("%v: %v", a, err)
 		}
@@ -179,7 +182,7 @@ func TestReadKeyed(t *testing.T) {
 }
 
 func TestNewRunCgroupRefusesMissingController(t *testing.T) {
-	empty := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{ctlMemory: "not mounted", ctlPids: "not mounted", ctlCPU: "not mounted"}}
+	empty := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{ctlMemory: "not mounted", ctlPids: "not mounted", ctlCPU: "not mounted", ctlCPUQuota: "not mounted"}}
 	lim := DefaultLimits()
 	_, err := newRunCgroup(empty, lim)
 	var ue *UnavailableError
@@ -197,7 +200,7 @@ func TestGuaranteesFollowCapabilities(t *testing.T) {
 	full := Capabilities{
 		UserNamespace: true, MountNamespace: true, PIDNamespace: true, NetworkNamespace: true,
 		IPCNamespace: true, UTSNamespace: true, CgroupNamespace: true, ProcMount: true, Loopback: true,
-		Seccomp: true, SeccompUserNotify: true, MemoryCgroup: "v1", PidsCgroup: "v2", CPUCgroup: "v1",
+		Seccomp: true, SeccompUserNotify: true, MemoryCgroup: "v1", PidsCgroup: "v2", CPUCgroup: "v1", CPUQuotaCgroup: "v1",
 	}
 	for _, g := range full.Guarantees() {
 		if !g.Holds {
@@ -208,10 +211,12 @@ func TestGuaranteesFollowCapabilities(t *testing.T) {
 	noNet.NetworkNamespace = false
 	noMem := full
 	noMem.MemoryCgroup = ""
+	noQuota := full
+	noQuota.CPUQuotaCgroup = ""
 	for _, c := range []struct {
 		caps   Capabilities
 		broken string
-	}{{noNet, GuaranteeNoNetwork}, {noMem, GuaranteeMemoryLimit}} {
+	}{{noNet, GuaranteeNoNetwork}, {noMem, GuaranteeMemoryLimit}, {noQuota, GuaranteeCPULimit}} {
 		for _, g := range c.caps.Guarantees() {
 			if (g.Name == c.broken) == g.Holds {
 				t.Errorf("%s holds=%v (missing %v)", g.Name, g.Holds, g.Missing)
@@ -269,5 +274,60 @@ func TestSpecVectors(t *testing.T) {
 		if err := s.WithDefaults().Validate(); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
 		}
+	}
+}
+
+// TestCopyTreeDeadline: copy-out stops at its deadline and leaves nothing
+// behind in the destination.
+func TestCopyTreeDeadline(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(src, n), bytes.Repeat([]byte{1}, 3<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := copyTree(ctx, src, dst, copyLimits{bytes: 1 << 30, entries: 100})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("copy past its deadline: %v, want DeadlineExceeded", err)
+	}
+	if ents, _ := os.ReadDir(dst); len(ents) != 0 {
+		t.Errorf("left %d entries behind", len(ents))
+	}
+}
+
+func TestCPUQuotaLeavesTheSupervisorACore(t *testing.T) {
+	for cores, want := range map[int]int64{1: 50_000, 2: 100_000, 8: 700_000} {
+		if got := cpuQuotaMicros(cores); got != want {
+			t.Errorf("%d cores: quota %d µs per %d µs, want %d", cores, got, cpuPeriodMicros, want)
+		}
+	}
+}
+
+// TestEnableV2 enables the controllers a cgroup v2 directory offers (on a
+// stand-in directory: the kernel's refusal while the cgroup holds processes
+// can only be met on a v2 host).
+func TestEnableV2(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpuset cpu io memory hugetlb pids rdma\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs, err := enableV2(dir)
+	if err != nil || procs != dir {
+		t.Fatalf("enableV2 = %q, %v", procs, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control")); string(b) != "+memory +pids +cpu" {
+		t.Errorf("wrote %q to cgroup.subtree_control", b)
+	}
+	if home, procs := v2Home(dir); home != dir || procs != dir {
+		t.Errorf("v2Home(%s) = %s, %s", dir, home, procs)
+	}
+	leaf := filepath.Join(dir, v2SupervisorLeaf)
+	if home, procs := v2Home(leaf); home != dir || procs != leaf {
+		t.Errorf("v2Home(%s) = %s, %s; want the home and the leaf", leaf, home, procs)
 	}
 }

@@ -27,7 +27,7 @@ var etcFiles = []struct{ name, content string }{
 	{"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
 }
 
-// devNodes are bound from the host /dev.
+// devNodes are bound read-only from the host /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 
 // procReadOnly are parts of the new /proc made read-only.
@@ -133,15 +133,8 @@ func buildRoot(cfg *initConfig) error {
 	if err := os.Mkdir(at(InputRoot), 0o755); err != nil {
 		return stage("mkdir /in", err)
 	}
-	for _, m := range cfg.Inputs {
-		dst := at(m.Target)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return stage("mkdir "+filepath.Dir(m.Target), err)
-		}
-		if err := mountPoint(dst, m.Dir); err != nil {
-			return stage("create "+m.Target, err)
-		}
-		if err := bindMount(m.Source, dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+	if len(cfg.Inputs) > 0 {
+		if err := mountInputs(root, cfg.Inputs); err != nil {
 			return err
 		}
 	}
@@ -173,6 +166,80 @@ func buildRoot(cfg *initConfig) error {
 		return stage("detach old root", err)
 	}
 	return stage("chdir /", unix.Chdir("/"))
+}
+
+// inputStaging is a directory of the new root used while the inputs are
+// mounted, and removed again: an empty overlay layer, and the place where the
+// overlay of a file input's directory is mounted before the file is bound.
+const inputStaging = "/.feval-staging"
+
+// mountInputs mounts each input read-only, nosuid and nodev at its target so
+// that its host path does not show in the sandbox's mount table. A bind
+// mount shows the path of its source within the source's file system there
+// (user names, home directories, the store's layout). An overlay whose only
+// layers are the input and an empty directory, both named by descriptor
+// (/proc/self/fd/N), shows "/" and descriptor numbers instead. A file input is
+// bound from an overlay of its directory: its own name shows, nothing above
+// it.
+func mountInputs(root string, inputs []initMount) error {
+	staging := filepath.Join(root, inputStaging)
+	empty := filepath.Join(staging, "empty")
+	stage2 := filepath.Join(staging, "dir")
+	for _, d := range []string{staging, empty, stage2} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return stage("mkdir "+d, err)
+		}
+	}
+	emptyFD, err := unix.Open(empty, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return stage("open empty layer", err)
+	}
+	defer unix.Close(emptyFD)
+	const flags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
+	overlay := func(src, dst string) error {
+		fd, err := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return stage("open input "+src, err)
+		}
+		defer unix.Close(fd)
+		opts := fmt.Sprintf("lowerdir=/proc/self/fd/%d:/proc/self/fd/%d", fd, emptyFD)
+		return stage("mount overlay of "+src, unix.Mount("overlay", dst, "overlay", flags, opts))
+	}
+	for _, m := range inputs {
+		src, err := filepath.EvalSymlinks(m.Source)
+		if err != nil {
+			return stage("resolve input "+m.Source, err)
+		}
+		dst := filepath.Join(root, m.Target)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return stage("mkdir "+filepath.Dir(m.Target), err)
+		}
+		if err := mountPoint(dst, m.Dir); err != nil {
+			return stage("create "+m.Target, err)
+		}
+		if m.Dir {
+			if err := overlay(src, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := overlay(filepath.Dir(src), stage2); err != nil {
+			return err
+		}
+		err = bindMount(filepath.Join(stage2, filepath.Base(src)), dst, flags)
+		if uerr := unix.Unmount(stage2, unix.MNT_DETACH); err == nil && uerr != nil {
+			err = stage("unmount staging overlay", uerr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{stage2, empty, staging} {
+		if err := os.Remove(d); err != nil {
+			return stage("remove "+d, err)
+		}
+	}
+	return nil
 }
 
 // mirror reproduces host path src at dst: a symlink as the same symlink,
@@ -235,7 +302,9 @@ func buildDev(dev string) error {
 		if err := mountPoint(p, false); err != nil {
 			return stage("create /dev/"+n, err)
 		}
-		if err := bindMount("/dev/"+n, p, unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
+		// Read-only: the devices still read and write, but the host's nodes
+		// (their times, their modes) cannot be changed through them.
+		if err := bindMount("/dev/"+n, p, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
 			return err
 		}
 	}

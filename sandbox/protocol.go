@@ -19,6 +19,7 @@ const (
 	fdStatus       = 4 // write: initEvent lines
 	fdControl      = 5 // read: go byte, then EOF
 	fdTargetStderr = 6 // the program's stderr; fd 1 is the program's stdout
+	fdListen       = 7 // the listening socket of Spec.Listen, if any
 )
 
 // initTaskAllowance is added to the process limit while the init starts up
@@ -37,16 +38,20 @@ type initMount struct {
 }
 
 type initConfig struct {
-	RootDir     string      `json:"rootDir"`
-	Args        []string    `json:"args"`
-	Env         []string    `json:"env"`
-	Dir         string      `json:"dir"`
-	Inputs      []initMount `json:"inputs"`
-	Socket      string      `json:"socket"`
-	TmpBytes    int64       `json:"tmpBytes"`
-	OutputBytes int64       `json:"outputBytes"`
-	OutputFiles int64       `json:"outputFiles"`
-	OpenFiles   int64       `json:"openFiles"`
+	RootDir string      `json:"rootDir"`
+	Args    []string    `json:"args"`
+	Env     []string    `json:"env"`
+	Dir     string      `json:"dir"`
+	Inputs  []initMount `json:"inputs"`
+	Socket  string      `json:"socket"`
+	// Listen passes fdListen to the program as ListenFD.
+	Listen      bool  `json:"listen"`
+	TmpBytes    int64 `json:"tmpBytes"`
+	OutputBytes int64 `json:"outputBytes"`
+	OutputFiles int64 `json:"outputFiles"`
+	OpenFiles   int64 `json:"openFiles"`
+	// CPUMillis sets the program's RLIMIT_CPU backstop, unless NoLimit.
+	CPUMillis int64 `json:"cpuMillis"`
 	// SetUID makes the init switch the program to UID and GID; otherwise the
 	// init already runs as UID inside (single-uid mapping).
 	SetUID bool `json:"setUID"`

@@ -82,16 +82,18 @@ type Result struct {
 
 // outcome is what the sandbox observed, before classification.
 type outcome struct {
-	infra       string // non-empty: the sandbox failed
-	violation   string
-	oomKills    int64
-	pidsEvents  int64
-	timedOut    string // non-empty: which time limit ended the run
-	outputFull  bool
-	tmpFull     bool
-	exitCode    int
-	signal      int
-	sigsysKills bool
+	infra      string // non-empty: the sandbox failed
+	violation  string
+	oomKills   int64
+	pidsEvents int64
+	timedOut   string // non-empty: which time limit ended the run
+	outputFull bool
+	tmpFull    bool
+	// outputRefused: the output could not be copied to the host as it is.
+	outputRefused string
+	exitCode      int
+	signal        int
+	sigsysKills   bool
 }
 
 // classify applies the precedence of the Class constants.
@@ -109,6 +111,8 @@ func classify(o outcome) (Class, string) {
 		return ClassPidsExceeded, fmt.Sprintf("process limit reached (%d refused forks)", o.pidsEvents)
 	case o.timedOut != "":
 		return ClassTimeout, o.timedOut
+	case o.outputRefused != "":
+		return ClassOutputExceeded, o.outputRefused
 	case o.outputFull && o.tmpFull:
 		return ClassOutputExceeded, "output directory and /tmp full"
 	case o.outputFull:

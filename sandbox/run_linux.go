@@ -69,6 +69,8 @@ type runner struct {
 	cmd     *exec.Cmd
 	cg      *runCgroup
 	initPID int
+	// cpu0 is the run's CPU counter when the program started.
+	cpu0 int64
 }
 
 func (r *runner) run(ctx context.Context) (err error) {
@@ -82,6 +84,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		OutputBytes: spec.Limits.OutputBytes,
 		OutputFiles: spec.Limits.OutputFiles,
 		OpenFiles:   spec.Limits.OpenFiles,
+		CPUMillis:   spec.Limits.CPUMillis,
 	}
 	for _, m := range spec.Inputs {
 		fi, err := os.Stat(m.Source)
@@ -131,7 +134,18 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}()
 	r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
 
-	cfg.RootDir, err = os.MkdirTemp("", "feval-sandbox-root-")
+	var listen *os.File
+	if spec.Listen != "" {
+		listen, err = listenUnix(spec.Listen)
+		if err != nil {
+			return &SetupError{Stage: "listen", Err: err}
+		}
+		defer os.Remove(spec.Listen)
+		defer listen.Close()
+		cfg.Listen = true
+	}
+
+	cfg.RootDir, err = os.MkdirTemp("", runDirPrefix()+"root-")
 	if err != nil {
 		return &SetupError{Stage: "create root mount point", Err: err}
 	}
@@ -155,6 +169,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	if listen != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, listen) // fdListen
+	}
 	cfg.SetUID = setIDMappings(cmd.SysProcAttr)
 	// The config fits in the pipe's buffer: the init finds it waiting.
 	b, _ := json.Marshal(cfg)
@@ -173,7 +190,14 @@ func (r *runner) run(ctx context.Context) (err error) {
 	r.initPID = cmd.Process.Pid
 	r.res.Mechanisms = append(r.res.Mechanisms, "user-namespace", "mount-namespace", "pid-namespace",
 		"network-namespace", "ipc-namespace", "uts-namespace", "cgroup-namespace",
-		"pivot-root", "no-new-privs", "rlimit-nofile", "capabilities-dropped")
+		"pivot-root", "no-new-privs", "rlimit-nofile", "capabilities-dropped",
+		"user-namespace-limits", "unix-sockets-only", "read-only-devices")
+	if len(spec.Inputs) > 0 {
+		r.res.Mechanisms = append(r.res.Mechanisms, "overlay-inputs")
+	}
+	if spec.Limits.CPUMillis != NoLimit {
+		r.res.Mechanisms = append(r.res.Mechanisms, "rlimit-cpu")
+	}
 	p.closeChildEnds()
 	killed := false
 	defer func() {
@@ -182,13 +206,6 @@ func (r *runner) run(ctx context.Context) (err error) {
 			_ = cmd.Wait()
 		}
 	}()
-
-	// The program is forked from the init, so it starts in the run's
-	// cgroups; the init waits for the go byte (sent on its ready report)
-	// before forking.
-	if err := r.cg.addProcess(r.initPID); err != nil {
-		return &SetupError{Stage: "add init to cgroup", Err: err}
-	}
 
 	events := make(chan initEvent, 16)
 	go readEvents(p.statusR, events)
@@ -235,6 +252,15 @@ loop:
 			}
 			switch ev.Event {
 			case evReady:
+				// The program is forked from the init, so it starts in
+				// the run's cgroups; the init waits for the go byte
+				// before forking. Its own start-up ran outside them, at
+				// the host's CPU share rather than the run's.
+				if err := r.cg.addProcess(r.initPID); err != nil {
+					setupErr = &SetupError{Stage: "add init to cgroup", Err: err}
+					kill()
+					continue
+				}
 				lim := spec.Limits.Processes
 				if lim != NoLimit {
 					lim += ev.Tasks + initTaskSlack
@@ -263,6 +289,7 @@ loop:
 					continue
 				}
 				cpu0 = r.cg.cpuNanos()
+				r.cpu0 = cpu0
 				if ev.Landlock > 0 {
 					r.res.Mechanisms = append(r.res.Mechanisms, "landlock-abi-"+strconv.Itoa(ev.Landlock))
 				}
@@ -278,7 +305,7 @@ loop:
 				end = time.Now()
 				e := ev
 				exited = &e
-				if err := r.finish(&o); err != nil {
+				if err := r.finish(ctx, &o, e); err != nil {
 					setupErr = err
 				}
 				p.controlW.Close()
@@ -362,9 +389,10 @@ loop:
 }
 
 // finish runs after the program and everything it started are dead and before
-// the init exits: it inspects /out and /tmp through the init's root and
-// copies the output out.
-func (r *runner) finish(o *outcome) error {
+// the init exits: it inspects /out and /tmp through the init's root, checks
+// the CPU limit once more, and copies the output out unless a limit or a
+// violation ended the run.
+func (r *runner) finish(ctx context.Context, o *outcome, ev initEvent) error {
 	root := fmt.Sprintf("/proc/%d/root", r.initPID)
 	var err error
 	if o.outputFull, err = fsFull(root + OutputPath); err != nil {
@@ -373,11 +401,32 @@ func (r *runner) finish(o *outcome) error {
 	if o.tmpFull, err = fsFull(root + TmpPath); err != nil {
 		return &SetupError{Stage: "inspect /tmp", Err: err}
 	}
+	// The last poll may have been up to an interval before the end.
+	if lim := r.spec.Limits.CPUMillis; lim != NoLimit && o.timedOut == "" {
+		if used := r.cg.cpuNanos() - r.cpu0; r.cpu0 >= 0 && used > lim*1e6 {
+			o.timedOut = fmt.Sprintf("CPU time limit of %d ms reached", lim)
+		}
+	}
 	if r.spec.OutputDir == "" {
 		return nil
 	}
-	st, err := copyTree(root+OutputPath, r.spec.OutputDir)
+	pre := *o
+	pre.violation, pre.sigsysKills = ev.Violation, ev.Sigsys
+	pre.oomKills, pre.pidsEvents = r.cg.oomKills(), r.cg.pidsEvents()
+	pre.exitCode, pre.signal = ev.ExitCode, ev.Signal
+	if c, _ := classify(pre); c != ClassOK && c != ClassExitNonzero {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, copyOutTimeout(r.spec.Limits.OutputBytes))
+	defer cancel()
+	st, err := copyTree(cctx, root+OutputPath, r.spec.OutputDir,
+		copyLimits{bytes: r.spec.Limits.OutputBytes, entries: r.spec.Limits.OutputFiles})
 	r.res.OutputFiles, r.res.OutputBytes, r.res.OutputSkipped = st.files, st.bytes, st.skipped
+	var refused *outputRefusedError
+	if errors.As(err, &refused) {
+		o.outputRefused = refused.Error()
+		return nil
+	}
 	if err != nil {
 		return &SetupError{Stage: "copy output", Err: err}
 	}
@@ -415,8 +464,27 @@ func setIDMappings(a *syscall.SysProcAttr) (setUID bool) {
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: UID, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: GID, HostID: gid, Size: 1}}
 	a.Credential = &syscall.Credential{Uid: UID, Gid: GID, NoSetGroups: true}
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_RESOURCE}
 	return false
+}
+
+// listenUnix binds a listening Unix stream socket at path, which must not
+// exist.
+func listenUnix(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("binding %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		os.Remove(path)
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // pipes are the descriptors between Run and the init.

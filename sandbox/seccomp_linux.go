@@ -1,9 +1,15 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -14,10 +20,14 @@ import (
 
 // violationSyscalls end the run as a violation: there is no legitimate use for
 // them in a submission, and each is a step towards leaving the sandbox or
-// attacking the kernel (debugging other processes, changing mounts or
-// namespaces, loading code into the kernel).
+// attacking the kernel (taking control of other processes, changing mounts
+// or namespaces, loading code into the kernel). Reading and writing the
+// memory of the program's own processes is not among them: the kernel grants
+// it through /proc/PID/mem to every process of the same user, and
+// process_vm_readv and process_vm_writev make the same permission check (see
+// docs/SANDBOX.md, "One program, one trust domain").
 var violationSyscalls = []string{
-	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+	"ptrace", "pidfd_getfd", "kcmp",
 	"mount", "umount2", "pivot_root", "chroot", "mount_setattr", "move_mount",
 	"open_tree", "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick",
 	"unshare", "setns",
@@ -42,14 +52,27 @@ var deniedSyscalls = []string{
 const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
-// allowedSocketFamilies may be passed to socket(2); other families (vsock,
-// packet, bluetooth, kernel crypto …) fail with EAFNOSUPPORT. AF_VSOCK in
-// particular is not confined by the network namespace.
-var allowedSocketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+// allowedSocketFamilies may be passed to socket(2) and socketpair(2); other
+// families fail with EAFNOSUPPORT. The program has no network, and the routes
+// it has (the granted socket, local IPC) are Unix sockets, whose buffers are
+// charged to the run's memory cgroup. IPv4, IPv6 and netlink sockets are
+// refused because their buffers are not reliably charged (TCP memory is
+// outside cgroup v1's memory limit; netlink queues are outside either
+// version's); AF_VSOCK is not even confined by the network namespace.
+var allowedSocketFamilies = []uint64{unix.AF_UNIX}
+
+// inotifySyscalls are refused on kernels that cannot bound inotify inside a
+// user namespace.
+var inotifySyscalls = []string{"inotify_init", "inotify_init1"}
 
 // seccompPolicy builds the filter policy. violation is the action for
-// violationSyscalls and namespace-creating clone calls.
-func seccompPolicy(violation seccomp.Action) seccomp.Policy {
+// violationSyscalls and namespace-creating clone calls; refuseInotify adds
+// inotifySyscalls to the refused calls.
+func seccompPolicy(violation seccomp.Action, refuseInotify bool) seccomp.Policy {
+	denied := deniedSyscalls
+	if refuseInotify {
+		denied = append(append([]string(nil), deniedSyscalls...), inotifySyscalls...)
+	}
 	family := make(seccomp.ArgumentConditions, 0, len(allowedSocketFamilies))
 	for _, f := range allowedSocketFamilies {
 		family = append(family, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: f})
@@ -65,12 +88,12 @@ func seccompPolicy(violation seccomp.Action) seccomp.Policy {
 				}},
 				Action: violation,
 			},
-			{Names: deniedSyscalls, Action: seccomp.ActionErrno | seccomp.Action(unix.EPERM)},
+			{Names: denied, Action: seccomp.ActionErrno | seccomp.Action(unix.EPERM)},
 			// clone3 passes its flags in memory, out of the filter's sight:
 			// report it missing so that libc falls back to clone.
 			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
 			{
-				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "socket", Conditions: family}},
+				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "socket", Conditions: family}, {Name: "socketpair", Conditions: family}},
 				Action:             seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT),
 			},
 		},
@@ -80,12 +103,12 @@ func seccompPolicy(violation seccomp.Action) seccomp.Policy {
 // seccompProgram assembles the filter. It starts with a guard that kills any
 // process calling through a foreign system call ABI (such as 32-bit calls on
 // x86-64), which the policy's tables do not describe.
-func seccompProgram(violation seccomp.Action) ([]unix.SockFilter, error) {
+func seccompProgram(violation seccomp.Action, refuseInotify bool) ([]unix.SockFilter, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	p := seccompPolicy(violation)
+	p := seccompPolicy(violation, refuseInotify)
 	insts, err := p.Assemble()
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: assembling policy: %w", err)
@@ -149,15 +172,54 @@ type seccompNotifResp struct {
 	Flags uint32
 }
 
+// unidentifiedViolation is the name recorded for a denied call whose caller
+// was killed (by its own process exiting, say) before the init could read
+// which call it was.
+const unidentifiedViolation = "unidentified (its caller exited before the call was read)"
+
+// violationRecord keeps the first denied call of a run, preferring a named
+// one to an unidentified one.
+type violationRecord struct {
+	mu   sync.Mutex
+	name string
+}
+
+func (v *violationRecord) add(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.name == "" || (v.name == unidentifiedViolation && name != unidentifiedViolation) {
+		v.name = name
+	}
+}
+
+func (v *violationRecord) get() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.name
+}
+
 // serveNotifications answers every notification on listener with EPERM and
-// calls onViolation with the system call's name. It returns when the
-// listener fails (the init is exiting).
-func serveNotifications(listener int, onViolation func(name string)) {
+// calls onViolation with the system call's name. It runs on its own thread,
+// whose id it sends on tid first. It returns when the listener fails (the
+// init is exiting).
+//
+// A request whose caller died before it was read (a thread in a denied call
+// while another thread exits the process) leaves the listener's request
+// count raised with no notification to read: RECV then fails with ENOENT.
+// That is a denied call too, reported as unidentifiedViolation. (While the
+// filter has users; the init keeps the thread that installed it alive.)
+func serveNotifications(listener int, tid chan<- int, onViolation func(name string)) {
+	runtime.LockOSThread()
+	tid <- unix.Gettid()
 	info, _ := arch.GetInfo("")
 	for {
 		var n seccompNotif
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
-		if e == unix.EINTR || e == unix.ENOENT {
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.ENOENT {
+			onViolation(unidentifiedViolation)
 			continue
 		}
 		if e != 0 {
@@ -175,5 +237,39 @@ func serveNotifications(listener int, onViolation func(name string)) {
 		if e != 0 && !errors.Is(e, syscall.ENOENT) {
 			return
 		}
+	}
+}
+
+// serverIdleTimeout bounds the wait for the notification server to catch up
+// after the program ended.
+const serverIdleTimeout = 30 * time.Second
+
+// awaitServerIdle waits until thread tid sleeps in SECCOMP_IOCTL_NOTIF_RECV
+// on listener. Called when no process of the program is left, it returns
+// once every request they made has been handled: the kernel lets RECV sleep
+// only when no request is pending.
+func awaitServerIdle(tid, listener int) error {
+	want := fmt.Sprintf("%d 0x%x 0x%x ", unix.SYS_IOCTL, listener, uint64(unix.SECCOMP_IOCTL_NOTIF_RECV))
+	dir := fmt.Sprintf("/proc/self/task/%d/", tid)
+	deadline := time.Now().Add(serverIdleTimeout)
+	for {
+		stat, err := os.ReadFile(dir + "stat")
+		if err != nil {
+			return err
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'S' {
+			sc, err := os.ReadFile(dir + "syscall")
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(string(sc), want) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the notification server did not catch up within %v", serverIdleTimeout)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }

@@ -20,6 +20,8 @@ const (
 	SocketPath = "/run/feval.sock"
 	// Hostname is the host name the program sees.
 	Hostname = "sandbox"
+	// ListenFD is the program's descriptor of the socket Spec.Listen names.
+	ListenFD = 3
 	// UID and GID are the unprivileged user and group the program runs as.
 	UID = 65534
 	GID = 65534
@@ -107,6 +109,13 @@ type Spec struct {
 	// SocketPath; it is the only route out of the sandbox. The socket must be
 	// writable by UID.
 	Socket string `json:"socket,omitempty"`
+	// Listen is an absolute host path at which Run binds a Unix stream
+	// socket, listening, before the program starts, and which it removes
+	// when the run ends. The program receives the listening socket as
+	// descriptor ListenFD and accepts the host's connections on it: the one
+	// route in, for a program that serves (a policy server). The path must
+	// not exist; its directory must.
+	Listen string `json:"listen,omitempty"`
 	// Limits bounds the run.
 	Limits Limits `json:"limits"`
 	// Unsandboxed runs the program on the host without any isolation, for
@@ -191,6 +200,9 @@ func (s Spec) Validate() error {
 	}
 	if s.Socket != "" && !path.IsAbs(s.Socket) {
 		return bad("socket: %q is not an absolute path", s.Socket)
+	}
+	if s.Listen != "" && (!isCleanAbs(s.Listen) || s.Listen == "/") {
+		return bad("listen: %q is not a clean absolute path", s.Listen)
 	}
 	l := s.Limits
 	positive := []struct {

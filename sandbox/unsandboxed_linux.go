@@ -45,6 +45,15 @@ func runUnsandboxed(ctx context.Context, spec Spec, res Result) (Result, error) 
 		WaitDelay:   time.Second,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
+	if spec.Listen != "" {
+		listen, err := listenUnix(spec.Listen)
+		if err != nil {
+			return fail(&SetupError{Stage: "listen", Err: err})
+		}
+		defer os.Remove(spec.Listen)
+		defer listen.Close()
+		cmd.ExtraFiles = []*os.File{listen} // ListenFD
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fail(&SetupError{Stage: "start program", Err: err})

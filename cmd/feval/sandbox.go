@@ -59,6 +59,7 @@ func sandboxCheckCommand(a *appEnv) *cli.Command {
 				w.line("memory cgroup\t%s", orNo(caps.MemoryCgroup))
 				w.line("pids cgroup\t%s", orNo(caps.PidsCgroup))
 				w.line("cpu cgroup\t%s", orNo(caps.CPUCgroup))
+				w.line("cpu bandwidth cgroup\t%s", orNo(caps.CPUQuotaCgroup))
 				w.line("")
 				w.line("GUARANTEE\tHOLDS\tBY")
 				for _, g := range res.Guarantees {
@@ -97,6 +98,7 @@ func sandboxRunCommand(a *appEnv) *cli.Command {
 			&cli.StringFlag{Name: "output", Usage: "host directory that receives what the command leaves in /out"},
 			&cli.StringSliceFlag{Name: "env", Usage: "KEY=VALUE for the command (nothing is inherited; repeatable)"},
 			&cli.StringFlag{Name: "socket", Usage: "host Unix socket made reachable at " + sandbox.SocketPath},
+			&cli.StringFlag{Name: "listen", Usage: "host path of a Unix socket the command accepts connections on, as descriptor 3"},
 			&cli.Int64Flag{Name: "wall-ms", Value: d.WallMillis, Usage: "wall-clock limit"},
 			&cli.Int64Flag{Name: "cpu-ms", Value: d.CPUMillis, Usage: "CPU-time limit"},
 			&cli.Int64Flag{Name: "memory-bytes", Value: d.MemoryBytes, Usage: "memory limit"},
@@ -110,7 +112,7 @@ func sandboxRunCommand(a *appEnv) *cli.Command {
 			if c.NArg() == 0 {
 				return usagef("give the command after --, e.g. 'feval sandbox run -- /bin/true'")
 			}
-			spec := sandbox.Spec{Args: c.Args().Slice(), Env: c.StringSlice("env"), OutputDir: c.String("output"), Socket: c.String("socket"),
+			spec := sandbox.Spec{Args: c.Args().Slice(), Env: c.StringSlice("env"), OutputDir: c.String("output"), Socket: c.String("socket"), Listen: c.String("listen"),
 				Limits: sandbox.Limits{WallMillis: c.Int64("wall-ms"), CPUMillis: c.Int64("cpu-ms"), MemoryBytes: c.Int64("memory-bytes"),
 					Processes: c.Int64("processes"), OpenFiles: c.Int64("open-files"), OutputBytes: c.Int64("output-bytes")},
 				Unsandboxed: c.Bool("unsandboxed-dev-mode-no-isolation")}

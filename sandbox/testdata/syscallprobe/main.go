@@ -4,6 +4,7 @@
 // harmless arguments and prints one line per call: "NAME: ok" or
 // "NAME: <error>". Arguments prefixed "child:" are made by a child process
 // started for the purpose, to show that the filter reaches grandchildren.
+// The commands of attacks (attacks.go) print their own results.
 package main
 
 import (
@@ -54,13 +55,34 @@ var calls = map[string]func() error{
 		}
 		return err
 	},
-	"socket-inet": func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	"socket-inet":    func() error { return socket(unix.AF_INET, unix.SOCK_STREAM) },
+	"socket-inet6":   func() error { return socket(unix.AF_INET6, unix.SOCK_STREAM) },
+	"socket-netlink": func() error { return socket(unix.AF_NETLINK, unix.SOCK_RAW) },
+	"socket-unix":    func() error { return socket(unix.AF_UNIX, unix.SOCK_STREAM) },
+	"socketpair-inet": func() error {
+		fds, err := unix.Socketpair(unix.AF_INET, unix.SOCK_STREAM, 0)
 		if err == nil {
-			unix.Close(fd)
+			unix.Close(fds[0])
+			unix.Close(fds[1])
 		}
 		return err
 	},
+	"socketpair-unix": func() error {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err == nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		return err
+	},
+}
+
+func socket(family, typ int) error {
+	fd, err := unix.Socket(family, typ, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
 }
 
 func raw(nr, a1, a2, a3 uintptr) error {
@@ -82,6 +104,10 @@ func main() {
 			}
 			st, _ := p.Wait()
 			fmt.Printf("%s: child %v\n", name, st)
+			continue
+		}
+		if a, ok := attacks[name]; ok {
+			a()
 			continue
 		}
 		f, ok := calls[name]
