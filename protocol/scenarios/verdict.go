@@ -131,7 +131,7 @@ type Params struct {
 	Transport http.RoundTripper
 	// Credentials returns the bearer token for a model's upstream.
 	Credentials func(model string) string
-	// Policy starts the pack's policy (SingleModelPolicy if nil).
+	// Policy starts the pack's policy (SidecarPolicy if nil).
 	Policy PolicyStarter
 	// Parallel is how many scenarios run at once (1 if zero).
 	Parallel int
@@ -244,7 +244,7 @@ func digests(c Case, spec Spec, trace, receipts, run digest.Digest) Digests {
 func (p Params) runAll(ctx context.Context, e *evaluation, rec *meter.Recorder, replay []meter.TraceEntry) ([]outcome, error) {
 	start := p.Policy
 	if start == nil {
-		start = SingleModelPolicy
+		start = SidecarPolicy
 	}
 	if replay != nil && len(replay) == 0 {
 		replay = []meter.TraceEntry{} // replay mode with an empty trace
@@ -288,10 +288,12 @@ func runScenario(ctx context.Context, e *evaluation, m *meter.Meter, pol Policy,
 	if err != nil {
 		return o, err
 	}
-	h, release, err := pol.Scenario(ctx, sc.Name, ms.Handler())
+	h, release, err := pol.Scenario(ctx, ms)
 	if err != nil {
-		o.run.Infra = "the policy could not serve the scenario"
-		return o, nil
+		// The pack's policy did not start: the harness meets an endpoint that
+		// answers every request with a policy error, and the scenario is
+		// verified on the untouched workspace.
+		h, release = policyDown{}, func() {}
 	}
 	out, err := os.MkdirTemp("", "feval-scenario-")
 	if err != nil {
@@ -446,4 +448,13 @@ func sortedNames(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// policyDown answers every request with an OpenAI-shaped policy error.
+type policyDown struct{}
+
+func (policyDown) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	w.Write([]byte(`{"error":{"code":"start_failed","message":"the pack's policy did not start","param":null,"type":"policy_error"}}`))
 }

@@ -129,7 +129,11 @@ def main():
     deadline = time.monotonic() + int(cfg.get("wall_millis", 120000)) / 1000.0
     model = cfg.get("model", "policy")
     max_tokens = int(cfg.get("max_tokens", 4096))
-    shutil.copytree(os.path.join(IN, "workspace"), WS, symlinks=False)
+    src = os.path.join(IN, "workspace")
+    if os.path.isdir(src):
+        shutil.copytree(src, WS, symlinks=False)
+    else:
+        os.makedirs(WS)
     with open(os.path.join(IN, "instruction.md"), encoding="utf-8") as f:
         instruction = f.read()
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": instruction}]

@@ -13,6 +13,6 @@ import pytest
 
 sys.path.append("/in/workspace")
 os.environ["WORKSPACE"] = "/in/workspace"
-os.chdir("/in/workspace")
+os.chdir("/in/workspace" if os.path.isdir("/in/workspace") else "/tmp")
 code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/in/tests", "-o", "junit_family=xunit2", "--junitxml=/out/junit.xml", "/in/tests"])
 sys.exit(0 if code in (0, 1, 2, 5) else int(code))
