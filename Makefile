@@ -20,7 +20,7 @@ all: build
 
 build: $(FEVAL)
 
-$(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
+$(FEVAL): $(shell find . \( -name '*.go' -o -name '*.py' \) -not -path './bin/*' -not -path './meter/testdata/*') go.mod go.sum
 	$(GO) build -o $@ ./cmd/feval
 
 tools: $(TOOLS)
@@ -42,6 +42,7 @@ debian-deps:
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
 	[ -f /usr/lib/python3/dist-packages/torch/__init__.py ] || need="$$need python3-torch"; \
+	[ -f /usr/lib/python3/dist-packages/pytest/__init__.py ] || need="$$need python3-pytest"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
@@ -63,9 +64,10 @@ test: debian-deps build tools lint node-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask
+demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask $(BIN)/genscentask $(BIN)/fixture-upstream
 	./scripts/demo.sh
 	./scripts/demo-optimizer.sh
+	./scripts/demo-scenarios.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
@@ -81,6 +83,9 @@ fixture-upstream: $(BIN)/fixture-upstream
 
 $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
+$(BIN)/genscentask: $(shell find fixtures protocol/scenarios -name '*.go' -o -name '*.py' -o -name '*.json' -o -name '*.md') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genscentask
+
 $(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genoptask
 
