@@ -27,14 +27,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func needPytest(t *testing.T) {
+func needPytest(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat("/usr/lib/python3/dist-packages/pytest/__init__.py"); err != nil {
 		t.Fatal("Debian's python3-pytest is not installed: run 'make debian-deps'")
 	}
 }
 
-func newSigner(t *testing.T) *bundle.Signer {
+func newSigner(t testing.TB) *bundle.Signer {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -55,7 +55,7 @@ func at(s string) protocol.Observation {
 // world is one scenarios round: the fixture upstream with the reference
 // scripts, a task of the given scenarios, a round, and a validator's store.
 type world struct {
-	t         *testing.T
+	t         testing.TB
 	ctx       context.Context
 	up        *upstream.Server
 	url       string
@@ -66,7 +66,7 @@ type world struct {
 	n         int
 }
 
-func newWorld(t *testing.T, cfg scenariotask.Config) *world {
+func newWorld(t testing.TB, cfg scenariotask.Config) *world {
 	t.Helper()
 	needPytest(t)
 	w := &world{t: t, ctx: context.Background(), key: newSigner(t)}
@@ -104,7 +104,7 @@ func newWorld(t *testing.T, cfg scenariotask.Config) *world {
 }
 
 // pack writes a policy.json pack whose default route is one model.
-func pack(t *testing.T, model string) string {
+func pack(t testing.TB, model string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "pack-"+model)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

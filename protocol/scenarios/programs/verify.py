@@ -2,14 +2,18 @@
 /in/tests against the read-only final workspace /in/workspace with Debian's
 pytest and writes a JUnit XML report to /out/junit.xml.
 
-pytest is imported before the workspace joins the module path, and the
-workspace is appended (never prepended), so no workspace file can stand in
-for pytest or the standard library.
+Plugin autoloading is off, pytest is imported before the workspace joins the
+module path, and the workspace is appended (never prepended), so no
+workspace file can stand in for pytest or the standard library.
 """
 import os
 import sys
 
-import pytest
+# Only pytest itself: no plugin the validator's machine happens to have
+# installed takes part in the result.
+os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+
+import pytest  # noqa: E402
 
 sys.path.append("/in/workspace")
 os.environ["WORKSPACE"] = "/in/workspace"
