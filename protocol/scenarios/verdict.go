@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/gate"
 	"github.com/feval/feval/meter"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
@@ -38,8 +39,8 @@ const (
 // Verdict is the record a validator signs about one scenario pack.
 type Verdict struct {
 	protocol.VerdictHead
-	Detail     string `json:"detail,omitempty"`
-	Violations []any  `json:"violations,omitempty"`
+	Detail     string           `json:"detail,omitempty"`
+	Violations []gate.Violation `json:"violations,omitempty"`
 	// Score is the exact sum over scenarios of passed/total ("" unless every
 	// scenario scored); MaxScore the number of scenarios.
 	Score    string `json:"score,omitempty"`
@@ -227,10 +228,7 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 
 func rejected(c Case) Verdict {
 	v := Verdict{VerdictHead: protocol.NewVerdictHead("scenarios", c.Refs, c.Entry, c.Sequence), Scenarios: []ScenarioResult{}}
-	v.Status, v.Reason = protocol.VerdictRejected, c.Entry.Reason
-	for _, vi := range c.Entry.Violations {
-		v.Violations = append(v.Violations, vi)
-	}
+	v.Status, v.Reason, v.Violations = protocol.VerdictRejected, c.Entry.Reason, c.Entry.Violations
 	return v
 }
 
