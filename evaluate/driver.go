@@ -125,7 +125,11 @@ type scenariosDriver struct {
 }
 
 func (d scenariosDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
-	return scenarios.Decide(ctx, c, d.p)
+	v, err := scenarios.Decide(ctx, c, d.p)
+	if errors.Is(err, scenarios.ErrNoHidden) {
+		return nil, fmt.Errorf("%w: %v (--hidden)", ErrOptions, err)
+	}
+	return v, err
 }
 
 func (d scenariosDriver) Redecide(ctx context.Context, c protocol.Case, recorded *bundle.Loaded) (Verdict, []protocol.Finding, error) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The scenarios competition end to end, printing each step: a task owner opens a
 # round of the reference scenarios task (a subset of its twenty scenarios, to
-# keep the demo short); three miners commit and reveal packs of the three
+# keep the demo short) and keeps its hidden tests private until reveals close;
+# three miners commit and reveal packs of the three
 # forms (a declarative policy.json, a policy.py with session state, a raw
 # server); two validators evaluate every reveal: per scenario the reference
 # harness works in the sandbox through the pack's policy sidecar and the meter
@@ -48,7 +49,7 @@ REPO="127.0.0.1:$PORT/competition/scenarios"
 echo "registry repository: $REPO"
 
 SCENARIOS="01-parse-range 03-failing-suite 08-roman 16-normpath"
-"$BIN/genscentask" "$WORK/task" "$WORK/scripts.json" $SCENARIOS
+"$BIN/genscentask" "$WORK/task" "$WORK/hidden" "$WORK/scripts.json" $SCENARIOS
 UPORT=$(free_port)
 "$BIN/fixture-upstream" -listen "127.0.0.1:$UPORT" -scripts "$WORK/scripts.json" >"$WORK/upstream.log" 2>&1 &
 UP_PID=$!
@@ -65,7 +66,7 @@ for role in owner $MINERS val1 val2 auditor; do
   "$BIN/feval" key generate >/dev/null
 done
 
-step "task owner: sign the task (harness and verifier pinned by digest) and open a round"
+step "task owner: sign the task (harness, verifier and the hidden tests' tree pinned by digest; the tests stay private) and open a round"
 as owner
 TASK=$(show task create --protocol scenarios --tag task "$WORK/task")
 echo "$TASK"
@@ -95,14 +96,20 @@ for m in $MINERS; do
   show reveal --to "$REPO" "${!var}"
 done
 
+step "task owner: reveals have closed; publish the hidden tests the task pins"
+as owner
+show pack --kind tests --tag hidden "$WORK/hidden"
+show push hidden "$REPO:hidden"
+
 step "validators: run every pack on the scenarios (harness -> policy sidecar -> meter; hidden tests in a fresh verifier) and push signed verdicts"
 for v in val1 val2; do
   as "$v"
   show reveals --round "$ROUND" --from "$REPO" --now 2026-12-01T06:00:00Z >/dev/null
+  "$BIN/feval" pull --tag hidden "$REPO:hidden" >/dev/null
   for m in $MINERS; do
     var="COMMIT_$m"
     rv=$("$BIN/feval" reveals --round "$ROUND" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print([e["reveal"] for e in r["entries"] if e["commitment"]==sys.argv[1]][0])' "${!var}")
-    out=$(show evaluate --task "$TASK" --now 2026-12-01T06:00:00Z --to "$REPO" "$rv")
+    out=$(show evaluate --task "$TASK" --hidden hidden --now 2026-12-01T06:00:00Z --to "$REPO" "$rv")
     if [ "$v" = val1 ]; then echo "$out"; else echo "$out" | head -4; fi
     eval "V_${v}_$m=$(echo "$out" | awk '$1=="verdict"{print $2}')"
   done

@@ -15,6 +15,7 @@ import (
 	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/replay"
 	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -155,6 +156,7 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			&cli.Int64Flag{Name: "floor", Usage: "optimizer: the least improvement that clears the bar, in micro-nats (default: the rules' floor)"},
 			&cli.StringFlag{Name: "upstream", Usage: "scenarios: base URL of the OpenAI-compatible API that serves every allowlisted model (replaces the task's upstreams)", EnvVars: []string{envMeterUp}},
 			&cli.IntFlag{Name: "parallel", Value: 2, Usage: "scenarios: how many scenarios run at once"},
+			&cli.StringFlag{Name: "hidden", Usage: "scenarios: the task's hidden tests (digest, prefix or tag of the tests artifact in the local store, published by the task owner after reveals close); required for scenarios rounds"},
 		}, bo.Flags(), clk.Flags(), st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -193,11 +195,19 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			if c.Int64("bar") < 0 || c.Int64("floor") < 0 {
 				return usagef("--bar and --floor are non-negative micro-nats")
 			}
+			var hidden digest.Digest
+			if ref := c.String("hidden"); ref != "" {
+				d, err := cas.ResolveRef(c.Context, l, ref)
+				if err != nil {
+					return fmt.Errorf("--hidden %s: %w", ref, err)
+				}
+				hidden = d.Digest
+			}
 			req := evaluate.Request{Reveal: c.Args().First(), Task: c.String("task"), Obs: clk.obs, Created: ts,
 				Options: evaluate.Options{
 					Rollouts:  rollouts.Params{Beacon: bo.b, Full: c.Bool("full")},
 					Optimizer: optimizer.Params{BarMicroNats: c.Int64("bar"), FloorMicroNats: c.Int64("floor")},
-					Scenarios: scenarios.Params{Upstream: c.String("upstream"), Parallel: c.Int("parallel"),
+					Scenarios: scenarios.Params{Upstream: c.String("upstream"), Parallel: c.Int("parallel"), Hidden: hidden,
 						Credentials: func(string) string { return os.Getenv(envMeterKey) }},
 				}}
 			if src != nil {

@@ -6,13 +6,13 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
-// cmdGenScentask writes the reference scenarios task, or a task of the named
-// scenarios: genscentask DIR [SCENARIO...].
+// cmdGenScentask writes the reference scenarios task (or a task of the named
+// scenarios) and its hidden tests: genscentask DIR HIDDEN [SCENARIO...].
 func cmdGenScentask(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 1 {
-		ts.Fatalf("usage: genscentask DIR [SCENARIO...]")
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: genscentask DIR HIDDEN [SCENARIO...]")
 	}
-	ts.Check(scenariotask.Generate(ts.MkAbs(args[0]), scenariotask.Config{Scenarios: args[1:]}))
+	ts.Check(scenariotask.Generate(ts.MkAbs(args[0]), ts.MkAbs(args[1]), scenariotask.Config{Scenarios: args[2:]}))
 }
 
 // cmdFixtureUpstream serves the fixture upstream with the reference

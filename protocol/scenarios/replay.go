@@ -35,10 +35,11 @@ func Parse(recorded *bundle.Loaded) (Verdict, error) {
 }
 
 // Evidence lists the artifacts a recorded verdict depends on beyond the
-// shared inputs: the meter's trace and receipts and the scenario-run record.
+// shared inputs: the hidden tests, the meter's trace and receipts and the
+// scenario-run record.
 func Evidence(v Verdict) []digest.Digest {
 	var out []digest.Digest
-	for _, d := range []digest.Digest{v.Digests.Trace, v.Digests.Receipts, v.Digests.Run} {
+	for _, d := range []digest.Digest{v.Digests.Hidden, v.Digests.Trace, v.Digests.Receipts, v.Digests.Run} {
 		if d != "" {
 			out = append(out, d)
 		}
@@ -121,7 +122,7 @@ func Redecide(ctx context.Context, c Case, rv Verdict, p Params, o ReplayOptions
 	if c.Entry.Status != protocol.StatusAccepted {
 		return rejected(c), nil, nil
 	}
-	e, err := open(ctx, c, !o.VerifyOnly)
+	e, err := open(ctx, c, !o.VerifyOnly, rv.Digests.Hidden)
 	if err != nil {
 		return Verdict{}, nil, err
 	}
@@ -170,7 +171,7 @@ func Redecide(ctx context.Context, c Case, rv Verdict, p Params, o ReplayOptions
 		runDigest = ""
 	}
 	v := p.start(c, e.spec)
-	v.Digests = digests(c, e.spec, traceDigest, receiptsDigest, runDigest)
+	v.Digests = digests(c, e, traceDigest, receiptsDigest, runDigest)
 	settle(&v, e.spec, outs, receipts)
 	return v, findings, nil
 }
@@ -224,7 +225,7 @@ func verifyOnly(ctx context.Context, c Case, e *evaluation, rv Verdict, rec *rec
 		runDigest = ""
 	}
 	v := Params{}.start(c, e.spec)
-	v.Digests = digests(c, e.spec, rv.Digests.Trace, rv.Digests.Receipts, runDigest)
+	v.Digests = digests(c, e, rv.Digests.Trace, rv.Digests.Receipts, runDigest)
 	settle(&v, e.spec, outs, rec.receipts.Receipts)
 	return v, findings, nil
 }

@@ -74,13 +74,14 @@ func TestLoadTaskPins(t *testing.T) {
 	write(dir, HarnessFile, string(Harness()))
 	write(dir, VerifierFile, string(Verifier()))
 	write(dir, "meter.json", `{"format":"feval.meter.v1","models":[{"name":"m","input_micro_usd_per_mtok":1,"output_micro_usd_per_mtok":1,"upstream":""}],"cap_micro_usd":300000,"default_max_tokens":4096,"max_request_bytes":1048576,"max_response_bytes":4194304,"timeouts":{"connect_millis":1,"header_millis":1,"idle_millis":1,"attempt_millis":1},"retry":{"max_attempts":1,"initial_backoff_millis":0,"max_backoff_millis":0}}`)
-	for _, p := range []string{"scenarios/s1/instruction.md", "scenarios/s1/workspace/a.py", "scenarios/s1/hidden/test_a.py"} {
+	for _, p := range []string{"scenarios/s1/instruction.md", "scenarios/s1/workspace/a.py"} {
 		write(dir, p, "x\n")
 	}
 	task := func(harness digest.Digest, model string) string {
 		return `{"format":"feval.scenarios.task.v1","protocol":"scenarios","models":["` + model + `"],` +
 			`"harness":{"digest":"` + harness.String() + `","max_turns":4,"max_tokens":100,"wall_millis":5000},` +
 			`"verifier":{"digest":"` + digest.FromBytes(Verifier()).String() + `","wall_millis":5000},` +
+			`"hidden":"` + digest.FromString("hidden tests").String() + `",` +
 			`"scenarios":[{"name":"s1","tests":["test_a::test_x"]}]}`
 	}
 	write(dir, TaskFile, task(digest.FromBytes(Harness()), "m"))
@@ -96,5 +97,11 @@ func TestLoadTaskPins(t *testing.T) {
 		if _, err := LoadTask(os.DirFS(dir)); !errors.Is(err, ErrTask) {
 			t.Errorf("%s: %v, want ErrTask", name, err)
 		}
+	}
+	// Hidden tests inside the task would be readable by every miner.
+	write(dir, TaskFile, task(digest.FromBytes(Harness()), "m"))
+	write(dir, "scenarios/s1/hidden/test_a.py", "def test_x(): pass\n")
+	if _, err := LoadTask(os.DirFS(dir)); !errors.Is(err, ErrTask) || !strings.Contains(err.Error(), "publish them apart") {
+		t.Errorf("a task with hidden tests: %v", err)
 	}
 }

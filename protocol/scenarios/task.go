@@ -22,6 +22,7 @@ import (
 	"path"
 	"regexp"
 
+	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/meter"
 	"github.com/opencontainers/go-digest"
 )
@@ -59,6 +60,10 @@ type Spec struct {
 	Models   []string     `json:"models"`
 	Harness  HarnessSpec  `json:"harness"`
 	Verifier VerifierSpec `json:"verifier"`
+	// Hidden is the SHA-256 of the hidden tests' tree (a normalised tar of
+	// scenarios/NAME/*.py, FORMAT.md), which is not part of the task: the
+	// task owner publishes it as its own artifact once reveals have closed.
+	Hidden digest.Digest `json:"hidden"`
 	// Scenarios are evaluated in this order.
 	Scenarios []ScenarioSpec `json:"scenarios"`
 }
@@ -83,7 +88,8 @@ type VerifierSpec struct {
 }
 
 // ScenarioSpec is one scenario: its directory is scenarios/NAME with
-// instruction.md, workspace/ and hidden/. Tests are the hidden tests' ids
+// instruction.md and workspace/; its hidden tests are scenarios/NAME/ of the
+// hidden tree. Tests are the hidden tests' ids
 // ("module::test", as the JUnit report names them): the denominator of the
 // scenario's score and the only tests that count.
 type ScenarioSpec struct {
@@ -102,7 +108,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 var testRE = regexp.MustCompile(`^[A-Za-z0-9_.\[\]-]{1,200}::[A-Za-z0-9_.\[\]-]{1,200}$`)
 
 // LoadTask reads and validates a scenarios task: task.json, the pinned harness
-// and verifier, and every scenario's instruction, workspace and hidden tests.
+// and verifier, and every scenario's instruction and workspace.
 func LoadTask(task fs.FS) (Spec, error) {
 	bad := func(format string, a ...any) (Spec, error) {
 		return Spec{}, fmt.Errorf("%w: %s", ErrTask, fmt.Sprintf(format, a...))
@@ -149,6 +155,12 @@ func LoadTask(task fs.FS) (Spec, error) {
 		h.WallMillis < 1000 || h.WallMillis > 3_600_000 || s.Verifier.WallMillis < 1000 || s.Verifier.WallMillis > 3_600_000 {
 		return bad("harness or verifier bounds out of range (turns 1-%d, max_tokens 1-%d, wall 1000-3600000 ms)", MaxTurns, meter.MaxTokensLimit)
 	}
+	if s.Hidden.Validate() != nil || s.Hidden.Algorithm() != digest.SHA256 {
+		return bad("hidden: %q is not a sha256 digest of the hidden tests", s.Hidden)
+	}
+	if _, err := fs.Stat(task, "hidden"); err == nil {
+		return bad("the task holds hidden tests: publish them apart (its hidden digest pins them)")
+	}
 	if len(s.Scenarios) == 0 || len(s.Scenarios) > MaxScenarios {
 		return bad("%d scenarios: want 1 to %d", len(s.Scenarios), MaxScenarios)
 	}
@@ -169,10 +181,13 @@ func LoadTask(task fs.FS) (Spec, error) {
 			ids[t] = true
 		}
 		dir := path.Join(ScenarioDir, sc.Name)
-		for _, p := range []string{"instruction.md", "workspace", "hidden"} {
+		for _, p := range []string{"instruction.md", "workspace"} {
 			if _, err := fs.Stat(task, path.Join(dir, p)); err != nil {
 				return bad("scenario %s has no %s", sc.Name, p)
 			}
+		}
+		if _, err := fs.Stat(task, path.Join(dir, "hidden")); err == nil {
+			return bad("scenario %s holds hidden tests in the task: publish them apart (the task's hidden digest pins them)", sc.Name)
 		}
 	}
 	return s, nil
@@ -180,3 +195,16 @@ func LoadTask(task fs.FS) (Spec, error) {
 
 // MaxScoreOf is the number of scenarios: the most a pack can score.
 func (s Spec) MaxScoreOf() int { return len(s.Scenarios) }
+
+// KindTests is the artifact kind of a hidden tests tree.
+const KindTests = "tests"
+
+// TreeDigest is the SHA-256 of the normalised tar of a directory (the digest
+// a tree artifact's layer carries as its uncompressed content).
+func TreeDigest(dir string) (digest.Digest, error) {
+	h := digest.SHA256.Digester()
+	if err := bundle.WriteTar(h.Hash(), dir, nil); err != nil {
+		return "", err
+	}
+	return h.Digest(), nil
+}

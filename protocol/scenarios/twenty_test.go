@@ -56,7 +56,7 @@ func TestTwentyScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	published := []ocispec.Descriptor{w.task, w.round, reveal, sub}
+	published := []ocispec.Descriptor{w.task, w.round, reveal, sub, w.hidden}
 	published = append(append(published, out.Evidence...), out.Artifact)
 	for _, d := range published {
 		if _, err := cas.Copy(w.ctx, w.validator, remote, d, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {

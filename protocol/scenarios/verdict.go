@@ -3,6 +3,7 @@ package scenarios
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/big"
@@ -10,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/meter"
 	"github.com/feval/feval/protocol"
@@ -58,6 +61,8 @@ type Digests struct {
 	Task     digest.Digest `json:"task"`
 	Harness  digest.Digest `json:"harness"`
 	Verifier digest.Digest `json:"verifier"`
+	// Hidden is the hidden tests' artifact (its tree is the task's pin).
+	Hidden digest.Digest `json:"hidden"`
 	// Trace and Receipts are the meter's signed artifacts; Run the signed
 	// scenario-run record (final workspaces and verifier reports).
 	Trace    digest.Digest `json:"trace,omitempty"`
@@ -136,7 +141,14 @@ type Params struct {
 	Policy PolicyStarter
 	// Parallel is how many scenarios run at once (1 if zero).
 	Parallel int
+	// Hidden names the hidden tests' artifact (kind tests) in the store: the
+	// tree whose digest the task pins, published by the task owner after
+	// reveals close. Required to evaluate; replay takes the verdict's.
+	Hidden digest.Digest
 }
+
+// ErrNoHidden reports an evaluation without the task's hidden tests.
+var ErrNoHidden = errors.New("the task's hidden tests are needed: name their artifact (published by the task owner after reveals close)")
 
 // Case is one evaluation (protocol.Case).
 type Case = protocol.Case
@@ -148,6 +160,7 @@ type outcome struct {
 }
 
 type evaluation struct {
+	hidden  digest.Digest
 	spec    Spec
 	cfg     meter.Config
 	taskDir string
@@ -160,7 +173,7 @@ func (e *evaluation) close() {
 	}
 }
 
-func open(ctx context.Context, c Case, withPack bool) (*evaluation, error) {
+func open(ctx context.Context, c Case, withPack bool, hidden digest.Digest) (*evaluation, error) {
 	taskFS, err := protocol.LoadTaskFS(ctx, c.Store, c.Refs.Task)
 	if err != nil {
 		return nil, err
@@ -186,7 +199,50 @@ func open(ctx context.Context, c Case, withPack bool) (*evaluation, error) {
 	if e.taskDir, err = materialize(taskFS); err != nil {
 		return nil, err
 	}
+	if err := e.addHidden(ctx, c.Store, hidden); err != nil {
+		e.close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// addHidden checks that the artifact hidden holds the tree the task pins and
+// writes each scenario's tests to scenarios/NAME/hidden of the host copy of
+// the task, which only the verifier mounts.
+func (e *evaluation) addHidden(ctx context.Context, st cas.Store, hidden digest.Digest) error {
+	if hidden == "" {
+		return ErrNoHidden
+	}
+	desc, err := st.Resolve(ctx, hidden.String())
+	if err != nil {
+		return fmt.Errorf("hidden tests %s: %w", hidden, err)
+	}
+	art, err := bundle.Load(ctx, st, desc)
+	if err != nil {
+		return fmt.Errorf("hidden tests %s: %w", hidden, err)
+	}
+	if art.Kind != KindTests || len(art.Payloads) != 1 || art.Payloads[0].Annotations[bundle.AnnotationContentDigest] != e.spec.Hidden.String() {
+		return fmt.Errorf("hidden tests %s: %w: not a tests tree with the digest %s the task pins", hidden, ErrTask, e.spec.Hidden)
+	}
+	files, err := bundle.LoadTree(ctx, st, art, bundle.Limits{MaxFiles: 4096, MaxBytes: 64 << 20, MaxFile: 4 << 20})
+	if err != nil {
+		return fmt.Errorf("hidden tests %s: %w", hidden, err)
+	}
+	for _, f := range files {
+		parts := strings.SplitN(f.Path, "/", 3)
+		if len(parts) != 3 || parts[0] != ScenarioDir || !nameRE.MatchString(parts[1]) {
+			return fmt.Errorf("hidden tests %s: %w: %s is not scenarios/NAME/FILE", hidden, ErrTask, f.Path)
+		}
+		dst := filepath.Join(e.taskDir, ScenarioDir, parts[1], "hidden", filepath.FromSlash(parts[2]))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	e.hidden = desc.Digest
+	return readable(e.taskDir)
 }
 
 func (p Params) start(c Case, spec Spec) Verdict {
@@ -202,7 +258,7 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 	if c.Entry.Status != protocol.StatusAccepted {
 		return rejected(c), nil
 	}
-	e, err := open(ctx, c, true)
+	e, err := open(ctx, c, true, p.Hidden)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -221,7 +277,7 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 		return Verdict{}, err
 	}
 	v := p.start(c, e.spec)
-	v.Digests = digests(c, e.spec, arts.Trace.Digest, arts.Receipts.Digest, runDesc.Digest)
+	v.Digests = digests(c, e, arts.Trace.Digest, arts.Receipts.Digest, runDesc.Digest)
 	settle(&v, e.spec, outs, rec.Receipts())
 	return v, nil
 }
@@ -232,9 +288,9 @@ func rejected(c Case) Verdict {
 	return v
 }
 
-func digests(c Case, spec Spec, trace, receipts, run digest.Digest) Digests {
-	return Digests{Pack: c.Refs.Submission.Digest, Task: c.Refs.Task, Harness: spec.Harness.Digest, Verifier: spec.Verifier.Digest,
-		Trace: trace, Receipts: receipts, Run: run}
+func digests(c Case, e *evaluation, trace, receipts, run digest.Digest) Digests {
+	return Digests{Pack: c.Refs.Submission.Digest, Task: c.Refs.Task, Harness: e.spec.Harness.Digest, Verifier: e.spec.Verifier.Digest,
+		Hidden: e.hidden, Trace: trace, Receipts: receipts, Run: run}
 }
 
 // runAll runs every scenario (Parallel at a time) with a meter recording

@@ -63,6 +63,7 @@ type world struct {
 	key       *bundle.Signer
 	task      ocispec.Descriptor
 	round     ocispec.Descriptor
+	hidden    ocispec.Descriptor
 	n         int
 }
 
@@ -84,8 +85,8 @@ func newWorld(t testing.TB, cfg scenariotask.Config) *world {
 	if w.validator, err = cas.Init(filepath.Join(t.TempDir(), "validator")); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "task")
-	if err := scenariotask.Generate(dir, cfg); err != nil {
+	dir, hidden := filepath.Join(t.TempDir(), "task"), filepath.Join(t.TempDir(), "hidden")
+	if err := scenariotask.Generate(dir, hidden, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := evaluate.ValidateTask("scenarios", os.DirFS(dir)); err != nil {
@@ -100,6 +101,12 @@ func newWorld(t testing.TB, cfg scenariotask.Config) *world {
 	if w.round, err = protocol.OpenRound(w.ctx, w.validator, owner, w.task, cu, ru, ""); err != nil {
 		t.Fatal(err)
 	}
+	// The task owner publishes the hidden tests once reveals have closed.
+	packed, err := bundle.PackPath(w.ctx, w.validator, owner, hidden, bundle.PackOptions{Kind: scenarios.KindTests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.hidden = packed.Artifact
 	return w
 }
 
@@ -158,7 +165,7 @@ func (w *world) submit(dir string) ocispec.Descriptor {
 }
 
 func (w *world) options() evaluate.Options {
-	return evaluate.Options{Scenarios: scenarios.Params{Upstream: w.url, Parallel: 2}}
+	return evaluate.Options{Scenarios: scenarios.Params{Upstream: w.url, Parallel: 2, Hidden: w.hidden.Digest}}
 }
 
 func (w *world) evaluate(reveal ocispec.Descriptor) (scenarios.Verdict, evaluate.Outcome) {
