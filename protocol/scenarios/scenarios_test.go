@@ -87,15 +87,18 @@ func (f faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestFailuresStayInTheirScenario: an upstream that runs out of credits in one
-// scenario and a verifier that times out in another make those two scenarios
-// infra_error (never a score of 0) and the verdict infra_error, while the
+// scenario, a verifier that times out in another and one that crashes in a
+// third make those scenarios infra_error (never a score of 0) and the verdict infra_error, while the
 // other scenarios are scored; a pack routed to a model off the allowlist
 // scores 0 without being an infrastructure failure; a replay whose policy
 // sends other requests names the scenario, the request and the field.
 func TestFailuresStayInTheirScenario(t *testing.T) {
-	w := newWorld(t, scenariotask.Config{Scenarios: []string{"05-config-repair", "09-temperature", "13-date-month"}, VerifierWallMillis: 3000})
+	w := newWorld(t, scenariotask.Config{Scenarios: []string{"05-config-repair", "09-temperature", "13-date-month", "19-semver"}, VerifierWallMillis: 3000})
 	w.up.AddScript("13-date-month", upstream.Script{Steps: []upstream.Step{
 		{Tool: "write_file", Arguments: `{"content":"import time\ntime.sleep(600)\n","path":"dates.py"}`},
+		{Tool: "finish", Arguments: `{"summary":"done"}`}}})
+	w.up.AddScript("19-semver", upstream.Script{Steps: []upstream.Step{
+		{Tool: "write_file", Arguments: `{"content":"import os\nos._exit(3)\n","path":"semver.py"}`},
 		{Tool: "finish", Arguments: `{"summary":"done"}`}}})
 	reveal := w.submit(pack(t, "kimi-k2-instruct"))
 	opts := w.options()
@@ -109,7 +112,8 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	if v.Status != protocol.VerdictInfraError || v.Score != "" {
 		t.Fatalf("verdict %s score %q, want infra_error without a score", v.Status, v.Score)
 	}
-	want := map[string]string{"05-config-repair": scenarios.ScenarioInfraError, "09-temperature": scenarios.ScenarioScored, "13-date-month": scenarios.ScenarioInfraError}
+	want := map[string]string{"05-config-repair": scenarios.ScenarioInfraError, "09-temperature": scenarios.ScenarioScored,
+		"13-date-month": scenarios.ScenarioInfraError, "19-semver": scenarios.ScenarioInfraError}
 	for _, s := range v.Scenarios {
 		if s.Status != want[s.Name] {
 			t.Errorf("%s: %s (%s), want %s", s.Name, s.Status, s.Detail, want[s.Name])
@@ -120,6 +124,9 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	}
 	if d := v.Scenarios[2].Detail; d != "the verifier timed out" {
 		t.Errorf("13-date-month detail %q", d)
+	}
+	if d := v.Scenarios[3].Detail; !strings.HasPrefix(d, "the verifier crashed") {
+		t.Errorf("19-semver detail %q", d)
 	}
 
 	// A pack whose model is not allowlisted is rejected by the gate before
