@@ -299,6 +299,33 @@ func TestInputPathsHidden(t *testing.T) {
 	}
 }
 
+// TestInputDirectoriesList: a directory input lists its entries at every
+// level, its top included (Python's import system, among others, depends on
+// listing), and the empty layer behind it leaves nothing in the root.
+func TestInputDirectoriesList(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pkg", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"top.py", "pkg/__init__.py", "pkg/sub/leaf.py"} {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("x = 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := run(t, sandbox.Spec{
+		Args:   sh(`ls /in/d; echo --; ls /in/d/pkg; echo --; ls /in/d/pkg/sub; echo --; ls -a / | grep -c feval-staging || true`),
+		Env:    env(),
+		Inputs: []sandbox.Mount{{Source: dir, Target: "/in/d"}},
+	})
+	expectClass(t, res, sandbox.ClassOK)
+	if got, want := string(res.Stdout), "pkg\ntop.py\n--\n__init__.py\nsub\n--\nleaf.py\n--\n0\n"; got != want {
+		t.Errorf("listing of a directory input:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // TestRlimitBackstops: every process carries the per-process limits behind
 // the cgroup's: RLIMIT_CPU just above the CPU budget, no message queues,
 // bounded queued signals.

@@ -190,6 +190,13 @@ func mountInputs(root string, inputs []initMount) error {
 			return stage("mkdir "+d, err)
 		}
 	}
+	// The empty layer is a small file system of its own, detached from the
+	// tree once the inputs are mounted: each overlay keeps its own reference
+	// to it. Removing an empty directory instead would leave the overlays
+	// merging a deleted directory, whose listing is empty.
+	if err := unix.Mount("tmpfs", empty, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=0755"); err != nil {
+		return stage("mount empty layer", err)
+	}
 	emptyFD, err := unix.Open(empty, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return stage("open empty layer", err)
@@ -233,6 +240,9 @@ func mountInputs(root string, inputs []initMount) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := unix.Unmount(empty, unix.MNT_DETACH); err != nil {
+		return stage("detach empty layer", err)
 	}
 	for _, d := range []string{stage2, empty, staging} {
 		if err := os.Remove(d); err != nil {
