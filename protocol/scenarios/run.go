@@ -76,10 +76,11 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{Python, "-I", "-B", path.Join(harnessMount, path.Base(HarnessFile))},
 		Env:  append(append([]string{}, env...), "FEVAL_HARNESS="+string(cfg)),
-		Inputs: append([]sandbox.Mount{
+		Inputs: []sandbox.Mount{
 			{Source: filepath.Join(taskDir, filepath.FromSlash(HarnessFile)), Target: harnessMount + "/" + path.Base(HarnessFile)},
 			{Source: filepath.Join(dir, "instruction.md"), Target: scenarioMount + "/instruction.md"},
-		}, fileMounts(filepath.Join(dir, "workspace"), scenarioMount+"/workspace")...),
+			{Source: filepath.Join(dir, "workspace"), Target: scenarioMount + "/workspace"},
+		},
 		OutputDir: out,
 		Socket:    sock,
 		Limits: sandbox.Limits{WallMillis: spec.Harness.WallMillis + 15_000, CPUMillis: spec.Harness.WallMillis + 15_000,
@@ -134,9 +135,11 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{Python, "-I", "-B", path.Join(verifierMount, path.Base(VerifierFile))},
 		Env:  env,
-		Inputs: append(append([]sandbox.Mount{
+		Inputs: []sandbox.Mount{
 			{Source: filepath.Join(taskDir, filepath.FromSlash(VerifierFile)), Target: verifierMount + "/" + path.Base(VerifierFile)},
-		}, fileMounts(ws, workspaceMount)...), fileMounts(filepath.Join(taskDir, ScenarioDir, sc.Name, "hidden"), testsMount)...),
+			{Source: ws, Target: workspaceMount},
+			{Source: filepath.Join(taskDir, ScenarioDir, sc.Name, "hidden"), Target: testsMount},
+		},
 		OutputDir: out,
 		Limits: sandbox.Limits{WallMillis: spec.Verifier.WallMillis, CPUMillis: spec.Verifier.WallMillis,
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 4 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
@@ -159,25 +162,6 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 		return nil, &InfraError{"the verifier wrote no report"}
 	}
 	return b, nil
-}
-
-// fileMounts mounts every regular file under the host directory dir at the
-// same relative path under target, one read-only input per file: the
-// directories above them are the sandbox's own, so listing them works
-// whatever the input mechanism.
-func fileMounts(dir, target string) []sandbox.Mount {
-	var out []sandbox.Mount
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err == nil {
-			out = append(out, sandbox.Mount{Source: p, Target: target + "/" + filepath.ToSlash(rel)})
-		}
-		return nil
-	})
-	return out
 }
 
 // InfraError is a failure of the validator's machinery, not of the pack: the
