@@ -58,7 +58,7 @@ func TestGoodAndPoorPolicies(t *testing.T) {
 	}
 
 	calls := w.up.Calls()
-	res, err := replay.RunWith(w.ctx, w.validator, strongOut.Artifact, nil, w.options())
+	res, err := replay.RunWith(w.ctx, w.validator, strongOut.Artifact, w.trusted(), w.options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	ropts.Scenarios.Policy = func(ctx context.Context, pack fs.FS, models []string) (scenarios.Policy, error) {
 		return scenarios.SingleModelPolicy(ctx, fstest.MapFS{"policy.json": {Data: []byte(`{"routes":[{"name":"default","steps":[{"model":"glm-4.5"}]}]}`)}}, models)
 	}
-	res, err := replay.RunWith(w.ctx, w.validator, out.Artifact, nil, ropts)
+	res, err := replay.RunWith(w.ctx, w.validator, out.Artifact, w.trusted(), ropts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func TestTwentyScenarios(t *testing.T) {
 	}
 	calls := w.up.Calls()
 	for _, opts := range []evaluate.Options{w.options(), {VerifyOnly: true}} {
-		res, err := replay.RunWith(w.ctx, auditor, out.Artifact, nil, opts)
+		res, err := replay.RunWith(w.ctx, auditor, out.Artifact, w.trusted(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}

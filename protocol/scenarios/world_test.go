@@ -182,3 +182,6 @@ func (w *world) evaluate(reveal ocispec.Descriptor) (scenarios.Verdict, evaluate
 	}
 	return v, out
 }
+
+// trusted are the keys an auditor of this world trusts: the validator's.
+func (w *world) trusted() []*bundle.PublicKey { return []*bundle.PublicKey{w.key.Public()} }
