@@ -14,14 +14,14 @@ STATICCHECK_VERSION := v0.8.2
 FEVAL := $(BIN)/feval
 TOOLS := $(BIN)/registry $(BIN)/oras $(BIN)/cosign
 
-.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream
+.PHONY: all build tools test demo bench lint fuzz clean debian-deps node-deps fixture-upstream reliability
 
 all: build
 
 build: $(FEVAL)
 
 $(FEVAL): $(shell find . \( -name '*.go' -o -name '*.py' \) -not -path './bin/*' -not -path './meter/testdata/*') go.mod go.sum
-	$(GO) build -o $@ ./cmd/feval
+	$(GO) build -buildvcs=auto -o $@ ./cmd/feval
 
 tools: $(TOOLS)
 
@@ -34,15 +34,21 @@ $(BIN)/oras:
 $(BIN)/cosign:
 	GOBIN=$(BIN) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
 
-# System packages from Debian that tests and the demo use.
+# System packages from Debian that tests and the demo use: Python with torch
+# (optimizer training), pytest (hidden scenario tests), nltk (the IFEval
+# reference oracle) and cryptography (the second verifier).
+DEBIAN_PYTHON := python3-torch python3-pytest python3-nltk python3-cryptography
+# The browser the web viewer's test drives headless.
+DEBIAN_BROWSER := chromium
 debian-deps:
 	@need=""; \
 	[ -x /usr/bin/python3 ] || need="$$need python3"; \
 	command -v gcc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
 	command -v curl >/dev/null 2>&1 || need="$$need curl"; \
+	for p in $(DEBIAN_PYTHON) $(DEBIAN_BROWSER); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || need="$$need $$p"; \
+	done; \
 	command -v npm >/dev/null 2>&1 || need="$$need nodejs npm"; \
-	[ -f /usr/lib/python3/dist-packages/torch/__init__.py ] || need="$$need python3-torch"; \
-	[ -f /usr/lib/python3/dist-packages/pytest/__init__.py ] || need="$$need python3-pytest"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need; \
@@ -72,6 +78,9 @@ demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask $(BIN)/genscen
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
 
+$(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genoptask
+
 # The official openai npm client that the meter's tests drive, pinned by its
 # lockfile.
 node-deps: debian-deps
@@ -83,17 +92,23 @@ fixture-upstream: $(BIN)/fixture-upstream
 
 $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
+
 $(BIN)/genscentask: $(shell find fixtures protocol/scenarios -name '*.go' -o -name '*.py' -o -name '*.json' -o -name '*.md') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genscentask
-
-$(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
-	$(GO) build -o $@ ./fixtures/cmd/genoptask
 
 bench: build tools debian-deps
 	./scripts/bench.sh
 
 fuzz:
 	./scripts/fuzz.sh
+
+# The long reliability suite (docs/RELIABILITY.md): SIGKILL at random points of
+# pack, push, pull and commit, 32 concurrent committers through the CLI, and
+# longer runs of the fault-proxy and hostile-store tests. 'make test' runs the
+# fast part of each.
+reliability: debian-deps build tools
+	FEVAL_RELIABILITY=1 $(GO) test -timeout 90m -run 'Fault|Flipped|Stalled|Concurrent|Hostile|Irregular' -count=1 -v ./cas
+	FEVAL_RELIABILITY=1 $(GO) test -tags reliability -timeout 90m -run 'Reliability|RegistryFaults|Hostile|DamagedIndex|ExitCodeClasses' -count=1 -v ./cmd/feval
 
 clean:
 	rm -rf $(BIN)

@@ -117,15 +117,25 @@ type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// PackFile stores one file as a raw layer titled with the file's base name.
-func PackFile(w BlobWriter, path string) (ocispec.Descriptor, error) {
+// PackFile stores one file as a raw layer titled with the file's base name,
+// reporting the bytes stored to prog (nil: none).
+func PackFile(w BlobWriter, path string, prog cas.Progress) (ocispec.Descriptor, error) {
+	if prog == nil {
+		prog = cas.NoProgress
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	prog.Start(fi.Size())
+	defer prog.Done()
 	desc, err := w.WriteBlob(MediaTypeFile, func(out io.Writer) error {
-		_, err := io.Copy(out, f)
+		_, err := io.Copy(out, &progressReader{r: f, add: prog.Add})
 		return err
 	})
 	if err != nil {
@@ -270,7 +280,7 @@ func Load(ctx context.Context, s cas.Store, desc ocispec.Descriptor) (*Loaded, e
 		return nil, fmt.Errorf("reading record of %s: %w", desc.Digest, err)
 	}
 	if c, err := Canonicalize(rec); err != nil || !bytes.Equal(c, rec) {
-		return nil, fmt.Errorf("record of %s is not canonical JSON: %w", desc.Digest, ErrNotArtifact)
+		return nil, fmt.Errorf("record of %s is not canonical JSON: %w (%w)", desc.Digest, ErrMalformedRecord, ErrNotArtifact)
 	}
 	desc.ArtifactType = m.ArtifactType
 	return &Loaded{Desc: desc, Manifest: m, Kind: kind, Record: rec, Payloads: m.Layers[1:]}, nil

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/feval/feval/internal/strictjson"
 )
 
 // MaxRecordSize bounds any record feval parses from an untrusted source.
@@ -50,20 +52,54 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// ParseCanonical checks that raw is exactly the canonical encoding of its content
-// and decodes it into v with unknown fields rejected. It is how feval reads every
-// record it did not just write.
+// ErrMalformedRecord is wrapped by every error of ParseCanonical: the bytes are
+// not a record of the required form.
+var ErrMalformedRecord = errors.New("malformed record")
+
+// ParseCanonical reads a record exactly as FORMAT.md specifies it: raw must be
+// the canonical encoding of its content (ErrNotCanonical), every member name
+// must be exactly a field's name (case-sensitive), unknown fields are refused
+// (strictjson.Decode), and re-encoding the decoded value must give raw again,
+// so that each value has one spelling: a missing field, an empty optional
+// field spelled out, or a null where the record has a value are refused too.
+// It is how feval reads every record it did not just write. Every error wraps
+// ErrMalformedRecord.
 func ParseCanonical(raw []byte, v any) error {
 	c, err := Canonicalize(raw)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
 	if !bytes.Equal(c, raw) {
-		return ErrNotCanonical
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, ErrNotCanonical)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := strictjson.Decode(raw, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
+	}
+	again, err := Canonical(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
+	}
+	if !bytes.Equal(again, raw) {
+		return fmt.Errorf("%w: it does not re-encode to the same bytes (a required field is missing, or an empty one is spelled out): %s",
+			ErrMalformedRecord, firstDifference(raw, again))
+	}
+	return nil
+}
+
+// firstDifference shows where two encodings part.
+func firstDifference(a, b []byte) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	clip := func(x []byte) string {
+		x = x[i:]
+		if len(x) > 40 {
+			x = x[:40]
+		}
+		return string(x)
+	}
+	return fmt.Sprintf("at byte %d, %q against %q", i, clip(a), clip(b))
 }
 
 const maxDepth = 64

@@ -27,8 +27,10 @@ type Content struct {
 
 // PackOptions controls PackPath.
 type PackOptions struct {
-	Kind     string
-	Created  string
+	Kind    string
+	Created string
+	// Progress receives the bytes packed; nil means the context's
+	// (cas.WithProgress).
 	Progress cas.Progress
 }
 
@@ -50,14 +52,18 @@ func PackPath(ctx context.Context, l *cas.Layout, s *Signer, path string, opts P
 	if err != nil {
 		return Packed{}, err
 	}
+	prog := opts.Progress
+	if prog == nil {
+		prog = cas.ProgressFrom(ctx)
+	}
 	var layer ocispec.Descriptor
 	var c Content
 	switch {
 	case fi.IsDir():
-		layer, err = PackTree(l, path, opts.Progress)
+		layer, err = PackTree(l, path, prog)
 		c.Type = "tree"
 	case fi.Mode().IsRegular():
-		layer, err = PackFile(l, path)
+		layer, err = PackFile(l, path, prog)
 		c.Type, c.Name = "file", filepath.Base(path)
 	default:
 		return Packed{}, fmt.Errorf("%s: %w: only files and directories can be packed", path, ErrUnsafeEntry)

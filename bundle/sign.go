@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -272,97 +273,257 @@ func (e *SignatureError) Error() string {
 
 func (e *SignatureError) Unwrap() error { return ErrBadSignature }
 
-// VerifySignatures checks every signature referrer of target and returns the
-// fingerprints of the trusted keys that signed it (sorted). A signature by an
-// untrusted key is ignored; a malformed signature, or one that claims a trusted
-// key and fails, is a *SignatureError. If no trusted key signed, the error wraps
-// ErrNoTrustedSignature. Nothing the signature says about itself (its key hint,
-// its predicate) is trusted: only the math against the given keys.
-func VerifySignatures(ctx context.Context, st cas.Store, target ocispec.Descriptor, trusted []*PublicKey) ([]string, error) {
+// SignatureCheck is what one signature referrer of an artifact turned out to
+// be. Anyone who can push to a repository can attach signatures to what it
+// holds, in feval's format or any other (cosign's own, for one), so a
+// signature that is not a trusted key's is reported and otherwise ignored:
+// only the trusted ones decide.
+type SignatureCheck struct {
+	// Signature is the digest of the signature manifest.
+	Signature digest.Digest `json:"signature"`
+	// Target is the manifest it was checked against.
+	Target digest.Digest `json:"target"`
+	// Trusted is set when one of the trusted keys made the signature.
+	Trusted bool `json:"trusted"`
+	// Signer is the fingerprint of the key that made the signature, when it is
+	// known: the trusted key, or the key a feval statement carries and the
+	// signature verifies with.
+	Signer string `json:"signer,omitempty"`
+	// Claimed is the key a signature that could not be verified names
+	// (its key hint, as a fingerprint where it has that form); a claim only.
+	Claimed string `json:"claimed,omitempty"`
+	// Reason says why the signature does not count; empty when Trusted.
+	Reason string `json:"reason,omitempty"`
+	// Malformed is set for a signature that could not be read, is not a feval
+	// signature of this target, or does not verify with the key it names.
+	Malformed bool `json:"malformed"`
+}
+
+func (c SignatureCheck) err() error {
+	return &SignatureError{Signature: c.Signature, Target: c.Target, Reason: c.Reason}
+}
+
+// CheckSignatures checks every signature referrer of target against the
+// trusted keys and returns one result per referrer, sorted by signature
+// digest. A signature counts only if it is a feval signature (a DSSE-wrapped
+// in-toto statement with feval's predicate type whose subject is target)
+// that verifies with a trusted key; every other referrer is returned with the
+// reason it does not count. Nothing a signature says about itself (its key
+// hint, its predicate, the key it carries) makes it count. The error is set
+// only when the referrers cannot be listed.
+func CheckSignatures(ctx context.Context, st cas.Store, target ocispec.Descriptor, trusted []*PublicKey) ([]SignatureCheck, error) {
 	refs, err := st.Referrers(ctx, target, MediaTypeSigstoreBundle)
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
-	signers := map[string]bool{}
+	out := make([]SignatureCheck, 0, len(refs))
 	for _, r := range refs {
-		fps, err := verifyOne(ctx, st, r, target, trusted)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, fp := range fps {
-			signers[fp] = true
-		}
+		out = append(out, checkOne(ctx, st, r, target, trusted, false))
 	}
-	out := make([]string, 0, len(signers))
-	for fp := range signers {
-		out = append(out, fp)
+	sort.Slice(out, func(i, j int) bool { return out[i].Signature < out[j].Signature })
+	return out, nil
+}
+
+// TrustedSigners returns the sorted, distinct fingerprints of the trusted
+// signatures among checks.
+func TrustedSigners(checks []SignatureCheck) []string {
+	var out []string
+	for _, c := range checks {
+		if c.Trusted {
+			out = append(out, c.Signer)
+		}
 	}
 	sort.Strings(out)
-	if len(out) == 0 {
-		errs = append(errs, fmt.Errorf("%s: %w (%d signature referrers)", target.Digest, ErrNoTrustedSignature, len(refs)))
+	return slices.Compact(out)
+}
+
+// UntrustedError is the error of a target no trusted key signed: it says how
+// many signatures there were and which keys made (or claim to have made)
+// them, and wraps ErrNoTrustedSignature.
+type UntrustedError struct {
+	Target digest.Digest
+	Checks []SignatureCheck
+}
+
+func (e *UntrustedError) Error() string {
+	return fmt.Sprintf("%s: %v (%s)", e.Target, ErrNoTrustedSignature, e.Summary())
+}
+
+// Summary says how many signatures there were and which keys made them or
+// claim to have made them (short fingerprints).
+func (e *UntrustedError) Summary() string {
+	var signed, claimed []string
+	for _, c := range e.Checks {
+		switch {
+		case c.Signer != "":
+			signed = append(signed, short(c.Signer))
+		case c.Claimed != "":
+			claimed = append(claimed, short(c.Claimed))
+		}
 	}
+	msg := fmt.Sprintf("%d signature referrers", len(e.Checks))
+	if len(signed) > 0 {
+		slices.Sort(signed)
+		msg += "; signed by " + strings.Join(slices.Compact(signed), ", ")
+	}
+	if len(claimed) > 0 {
+		slices.Sort(claimed)
+		msg += "; unverified signatures claiming " + strings.Join(slices.Compact(claimed), ", ")
+	}
+	return msg
+}
+
+func (e *UntrustedError) Unwrap() error { return ErrNoTrustedSignature }
+
+// VerifySignatures checks every signature referrer of target and returns the
+// fingerprints of the trusted keys that signed it (sorted). Signatures that
+// are not a trusted key's (by an untrusted key, malformed, in another tool's
+// format, failing with the key they claim) are ignored when a trusted key
+// signed. If none did, the error is an *UntrustedError (wrapping
+// ErrNoTrustedSignature) joined with a *SignatureError for each malformed
+// signature, so the caller can say what was found.
+func VerifySignatures(ctx context.Context, st cas.Store, target ocispec.Descriptor, trusted []*PublicKey) ([]string, error) {
+	checks, err := CheckSignatures(ctx, st, target, trusted)
+	if err != nil {
+		return nil, err
+	}
+	out := TrustedSigners(checks)
+	if len(out) > 0 {
+		return out, nil
+	}
+	errs := []error{}
+	for _, c := range checks {
+		if c.Malformed {
+			errs = append(errs, c.err())
+		}
+	}
+	errs = append(errs, &UntrustedError{Target: target.Digest, Checks: checks})
 	return out, errors.Join(errs...)
 }
 
-func verifyOne(ctx context.Context, st cas.Store, ref, target ocispec.Descriptor, trusted []*PublicKey) ([]string, error) {
-	fail := func(format string, a ...any) error {
-		return &SignatureError{Signature: ref.Digest, Target: target.Digest, Reason: fmt.Sprintf(format, a...)}
-	}
+// parsedSignature is a feval signature read from a referrer.
+type parsedSignature struct {
+	pae     []byte
+	sigs    [][]byte
+	hint    string
+	carried *PublicKey // the key the statement carries, if it parses
+}
+
+// readSignature reads a signature referrer of target in feval's format. The
+// returned hint is the key hint of any Sigstore bundle, also when the bundle
+// is not in feval's format.
+func readSignature(ctx context.Context, st cas.Store, ref, target ocispec.Descriptor) (parsedSignature, string, error) {
 	mb, err := cas.ReadAll(ctx, st, ref, maxSignatureSize)
 	if err != nil {
-		return nil, fail("reading manifest: %v", err)
+		return parsedSignature{}, "", fmt.Errorf("reading manifest: %v", err)
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(mb, &m); err != nil || len(m.Layers) != 1 || m.Subject == nil ||
 		m.Subject.Digest != target.Digest || m.Layers[0].MediaType != MediaTypeSigstoreBundle {
-		return nil, fail("not a signature manifest for this subject")
+		return parsedSignature{}, "", errors.New("not a signature manifest for this subject")
 	}
 	bb, err := cas.ReadAll(ctx, st, m.Layers[0], maxSignatureSize)
 	if err != nil {
-		return nil, fail("reading bundle: %v", err)
+		return parsedSignature{}, "", fmt.Errorf("reading bundle: %v", err)
 	}
 	var b sigBundle
-	dec := json.NewDecoder(bytes.NewReader(bb))
-	if err := dec.Decode(&b); err != nil || b.MediaType != MediaTypeSigstoreBundle || b.DSSEEnvelope.PayloadType != PayloadTypeInToto {
-		return nil, fail("malformed Sigstore bundle")
+	if err := json.NewDecoder(bytes.NewReader(bb)).Decode(&b); err != nil || b.MediaType != MediaTypeSigstoreBundle {
+		return parsedSignature{}, "", errors.New("malformed Sigstore bundle")
+	}
+	hint := hintFingerprint(b.VerificationMaterial.PublicKey.Hint)
+	if b.DSSEEnvelope.PayloadType != PayloadTypeInToto {
+		return parsedSignature{}, hint, errors.New("not a feval signature: the bundle holds no in-toto DSSE envelope")
 	}
 	payload, err := base64.StdEncoding.DecodeString(b.DSSEEnvelope.Payload)
 	if err != nil {
-		return nil, fail("payload is not base64")
+		return parsedSignature{}, hint, errors.New("payload is not base64")
 	}
 	var s Statement
-	if err := json.Unmarshal(payload, &s); err != nil || s.Type != StatementType || s.PredicateType != PredicateType {
-		return nil, fail("payload is not a feval in-toto statement")
+	if err := json.Unmarshal(payload, &s); err != nil || s.Type != StatementType {
+		return parsedSignature{}, hint, errors.New("payload is not an in-toto statement")
+	}
+	if s.PredicateType != PredicateType {
+		return parsedSignature{}, hint, fmt.Errorf("not a feval signature (predicate type %.100q)", s.PredicateType)
 	}
 	if len(s.Subject) != 1 || s.Subject[0].Digest["sha256"] != target.Digest.Encoded() {
-		return nil, fail("statement subject is not %s", target.Digest)
+		return parsedSignature{}, hint, fmt.Errorf("statement subject is not %s", target.Digest)
 	}
-	pae := PAE(b.DSSEEnvelope.PayloadType, payload)
-	var signers []string
+	p := parsedSignature{pae: PAE(b.DSSEEnvelope.PayloadType, payload), hint: hint}
 	for _, es := range b.DSSEEnvelope.Signatures {
 		sig, err := base64.StdEncoding.DecodeString(es.Sig)
 		if err != nil {
-			return nil, fail("signature is not base64")
+			return parsedSignature{}, hint, errors.New("signature is not base64")
 		}
-		matched := false
-		for _, k := range trusted {
-			v, err := signature.LoadVerifier(k.Key, crypto.SHA256)
-			if err != nil {
-				return nil, err
-			}
-			if v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(pae)) == nil {
-				signers = append(signers, k.Fingerprint)
-				matched = true
-			}
-		}
-		// The hint is only used to say which key a bad signature claims; it
-		// never makes a signature count.
-		if hint := b.VerificationMaterial.PublicKey.Hint; !matched && isTrusted(hint, trusted) {
-			return nil, fail("does not verify with key %s", short(hint))
+		p.sigs = append(p.sigs, sig)
+	}
+	if s.Predicate.PublicKey != "" {
+		p.carried, _ = ParsePublicKey([]byte(s.Predicate.PublicKey))
+	}
+	return p, hint, nil
+}
+
+// hintFingerprint returns a key hint as a fingerprint: feval writes the hex
+// fingerprint; cosign writes the base64 SHA-256 of the key's DER form, which
+// is the same value.
+func hintFingerprint(h string) string {
+	if len(h) > 128 {
+		return ""
+	}
+	if b, err := base64.StdEncoding.DecodeString(h); err == nil && len(b) == sha256.Size {
+		return hex.EncodeToString(b)
+	}
+	if _, err := hex.DecodeString(h); err == nil && len(h) == 2*sha256.Size {
+		return strings.ToLower(h)
+	}
+	return ""
+}
+
+// verifiesWith reports whether one of p's signatures verifies with k.
+func (p parsedSignature) verifiesWith(k *PublicKey) bool {
+	v, err := signature.LoadVerifier(k.Key, crypto.SHA256)
+	if err != nil {
+		return false
+	}
+	for _, sig := range p.sigs {
+		if v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(p.pae)) == nil {
+			return true
 		}
 	}
-	return signers, nil
+	return false
+}
+
+// checkOne checks one signature referrer against the trusted keys and, with
+// carried set, against the key its statement carries too.
+func checkOne(ctx context.Context, st cas.Store, ref, target ocispec.Descriptor, trusted []*PublicKey, carried bool) SignatureCheck {
+	c := SignatureCheck{Signature: ref.Digest, Target: target.Digest}
+	p, hint, err := readSignature(ctx, st, ref, target)
+	if err != nil {
+		c.Reason, c.Claimed, c.Malformed = err.Error(), hint, true
+		return c
+	}
+	if carried && p.carried != nil {
+		trusted = append(slices.Clip(trusted), p.carried)
+	}
+	for _, k := range trusted {
+		if p.verifiesWith(k) {
+			c.Trusted, c.Signer = true, k.Fingerprint
+			return c
+		}
+	}
+	switch {
+	case p.carried != nil && p.verifiesWith(p.carried):
+		c.Signer = p.carried.Fingerprint
+		c.Reason = fmt.Sprintf("signed by key %s, which is not trusted", short(c.Signer))
+	case isTrusted(p.hint, trusted):
+		// The hint only says which key a bad signature claims; it never
+		// makes a signature count.
+		c.Claimed, c.Malformed = p.hint, true
+		c.Reason = fmt.Sprintf("does not verify with key %s", short(p.hint))
+	default:
+		c.Claimed, c.Malformed = p.hint, true
+		c.Reason = "does not verify with the key it names"
+	}
+	return c
 }
 
 func isTrusted(fp string, trusted []*PublicKey) bool {
@@ -382,69 +543,23 @@ func short(fp string) string {
 }
 
 // Signers returns the fingerprints of the keys that validly signed target, each
-// signature checked against the public key its statement carries (sorted). It
-// says who signed, not whom to trust: the caller compares the fingerprints with
-// its own list. Malformed or failing signatures are returned as errors.
+// feval signature checked against the public key its statement carries
+// (sorted). It says who signed, not whom to trust: the caller compares the
+// fingerprints with its own list. Signatures that are malformed, in another
+// format or do not verify are skipped; the error wraps ErrNoTrustedSignature,
+// naming what was found, only when no signature verified.
 func Signers(ctx context.Context, st cas.Store, target ocispec.Descriptor) ([]string, error) {
 	refs, err := st.Referrers(ctx, target, MediaTypeSigstoreBundle)
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
-	found := map[string]bool{}
+	checks := make([]SignatureCheck, 0, len(refs))
 	for _, r := range refs {
-		key, err := embeddedKey(ctx, st, r)
-		if err != nil {
-			errs = append(errs, &SignatureError{Signature: r.Digest, Target: target.Digest, Reason: err.Error()})
-			continue
-		}
-		fps, err := verifyOne(ctx, st, r, target, []*PublicKey{key})
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if len(fps) == 0 && err == nil {
-			errs = append(errs, &SignatureError{Signature: r.Digest, Target: target.Digest, Reason: "does not verify with the key it carries"})
-		}
-		for _, fp := range fps {
-			found[fp] = true
-		}
+		checks = append(checks, checkOne(ctx, st, r, target, nil, true))
 	}
-	out := make([]string, 0, len(found))
-	for fp := range found {
-		out = append(out, fp)
-	}
-	sort.Strings(out)
+	out := TrustedSigners(checks)
 	if len(out) == 0 {
-		errs = append(errs, fmt.Errorf("%s: %w (%d signature referrers)", target.Digest, ErrNoTrustedSignature, len(refs)))
+		return out, &UntrustedError{Target: target.Digest, Checks: checks}
 	}
-	return out, errors.Join(errs...)
-}
-
-// embeddedKey reads the public key a signature's statement carries.
-func embeddedKey(ctx context.Context, st cas.Store, ref ocispec.Descriptor) (*PublicKey, error) {
-	mb, err := cas.ReadAll(ctx, st, ref, maxSignatureSize)
-	if err != nil {
-		return nil, err
-	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil || len(m.Layers) != 1 {
-		return nil, errors.New("not a signature manifest")
-	}
-	bb, err := cas.ReadAll(ctx, st, m.Layers[0], maxSignatureSize)
-	if err != nil {
-		return nil, err
-	}
-	var b sigBundle
-	if err := json.Unmarshal(bb, &b); err != nil {
-		return nil, errors.New("malformed Sigstore bundle")
-	}
-	payload, err := base64.StdEncoding.DecodeString(b.DSSEEnvelope.Payload)
-	if err != nil {
-		return nil, errors.New("payload is not base64")
-	}
-	var s Statement
-	if err := json.Unmarshal(payload, &s); err != nil || s.Predicate.PublicKey == "" {
-		return nil, errors.New("statement carries no public key")
-	}
-	return ParsePublicKey([]byte(s.Predicate.PublicKey))
+	return out, nil
 }

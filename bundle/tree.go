@@ -154,32 +154,6 @@ func ReadTree(r io.Reader, lim Limits) ([]File, error) {
 	return files, err
 }
 
-// Unpack writes a normalised tar stream under dest, which must not exist yet or be
-// empty, refusing unsafe entries and anything over limits.
-func Unpack(r io.Reader, dest string, lim Limits) error {
-	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return err
-	}
-	return walkTar(r, lim, func(hdr *tar.Header, body io.Reader) error {
-		target := filepath.Join(dest, filepath.FromSlash(strings.TrimSuffix(hdr.Name, "/")))
-		if hdr.Typeflag == tar.TypeDir {
-			return os.MkdirAll(target, 0o755)
-		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(hdr.Mode&0o755))
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, body); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	})
-}
-
 func walkTar(r io.Reader, lim Limits, fn func(*tar.Header, io.Reader) error) error {
 	tr := tar.NewReader(r)
 	seen := map[string]bool{}
@@ -232,7 +206,8 @@ func TreeFS(files []File) fs.FS {
 	return m
 }
 
-// LoadTree reads an artifact's single tree payload into memory within lim.
+// LoadTree reads an artifact's single tree payload into memory within lim,
+// reporting the bytes read to the context's Progress (cas.WithProgress).
 func LoadTree(ctx context.Context, st cas.Store, art *Loaded, lim Limits) ([]File, error) {
 	if len(art.Payloads) != 1 {
 		return nil, fmt.Errorf("%s has %d payloads, want 1: %w", art.Desc.Digest, len(art.Payloads), ErrNotArtifact)
@@ -254,12 +229,18 @@ func LoadTree(ctx context.Context, st cas.Store, art *Loaded, lim Limits) ([]Fil
 		return nil, err
 	}
 	defer rc.Close()
-	files, err := ReadTree(rc, lim)
+	prog := cas.ProgressFrom(ctx)
+	var size int64
+	fmt.Sscan(p.Annotations[AnnotationContentSize], &size)
+	prog.Start(size)
+	defer prog.Done()
+	r := &progressReader{r: rc, add: prog.Add}
+	files, err := ReadTree(r, lim)
 	if err != nil {
 		return nil, err
 	}
 	// Reading to the end verifies the uncompressed digest.
-	if _, err := io.Copy(io.Discard, rc); err != nil {
+	if _, err := io.Copy(io.Discard, r); err != nil {
 		return nil, err
 	}
 	return files, nil

@@ -36,6 +36,11 @@ type Report struct {
 	Objects  int                        `json:"objects"`
 	Signers  map[digest.Digest][]string `json:"signers"` // manifest -> trusted fingerprints
 	Problems []Problem                  `json:"problems"`
+	// Skipped lists the signature referrers that did not count: by keys that
+	// are not trusted, in another tool's format, unreadable or failing. They
+	// are reported, never decisive: a manifest a trusted key signed verifies
+	// whatever else is attached to it.
+	Skipped []SignatureCheck `json:"skipped"`
 }
 
 // Err returns nil for a clean report, else every problem joined, wrapping ErrVerify.
@@ -56,7 +61,7 @@ func (r Report) Err() error {
 // rather than stopping at the first.
 func Verify(ctx context.Context, st cas.Store, root ocispec.Descriptor, trusted []*PublicKey) Report {
 	v := &verifier{ctx: ctx, st: st, trusted: trusted, seen: map[digest.Digest]bool{},
-		rep: Report{Root: root.Digest, Signers: map[digest.Digest][]string{}, Problems: []Problem{}}}
+		rep: Report{Root: root.Digest, Signers: map[digest.Digest][]string{}, Problems: []Problem{}, Skipped: []SignatureCheck{}}}
 	v.manifest(root, "manifest")
 	return v.rep
 }
@@ -103,17 +108,24 @@ func (v *verifier) manifest(desc ocispec.Descriptor, role string) {
 			v.problem(desc.Digest, role, err)
 		}
 	}
-	signers, err := VerifySignatures(v.ctx, v.st, desc, v.trusted)
-	v.rep.Signers[desc.Digest] = signers
+	checks, err := CheckSignatures(v.ctx, v.st, desc, v.trusted)
 	if err != nil {
-		var se *SignatureError
-		for _, e := range flatten(err) {
-			if errors.As(e, &se) {
-				v.problem(se.Signature, "signature", fmt.Errorf("%s (on %s): %w", se.Reason, se.Target, ErrBadSignature))
-			} else {
-				v.problem(desc.Digest, role, e)
-			}
+		v.problem(desc.Digest, role, fmt.Errorf("listing signatures: %w", err))
+	}
+	signers := TrustedSigners(checks)
+	v.rep.Signers[desc.Digest] = signers
+	for _, c := range checks {
+		if c.Trusted {
+			continue
 		}
+		v.rep.Skipped = append(v.rep.Skipped, c)
+		if len(signers) == 0 && c.Malformed {
+			// With no trusted signature, say what is wrong with the others.
+			v.problem(c.Signature, "signature", fmt.Errorf("%s (on %s): %w", c.Reason, c.Target, ErrBadSignature))
+		}
+	}
+	if err == nil && len(signers) == 0 {
+		v.problem(desc.Digest, role, &UntrustedError{Target: desc.Digest, Checks: checks})
 	}
 	if node.Subject != nil {
 		v.manifest(*node.Subject, "subject")
@@ -147,15 +159,4 @@ func (v *verifier) blob(desc ocispec.Descriptor, role string) {
 			v.problem(desc.Digest, role, fmt.Errorf("uncompressed content: %w", err))
 		}
 	}
-}
-
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

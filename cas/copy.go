@@ -36,7 +36,7 @@ type CopyOptions struct {
 	Referrers bool
 	// Subjects follows subject links upward from every copied manifest.
 	Subjects bool
-	// Progress receives byte counts; nil means NoProgress.
+	// Progress receives byte counts; nil means the context's (WithProgress).
 	Progress Progress
 }
 
@@ -47,14 +47,17 @@ type CopyResult struct {
 	Bytes     int64 // bytes actually transferred (content already present is skipped)
 }
 
-// Copy moves root and its closure from src to dst, children before parents and
-// subjects before referrers, so dst never holds a manifest whose content it lacks.
-// Content dst already has is not transferred again.
+// Copy moves root and its closure from src to dst in an order that makes a copy
+// cut short at any point invisible to readers of dst: blobs and child manifests
+// before the manifest that lists them, and a manifest's referrers (its signatures,
+// and records about it with their own signatures) before the manifest itself, so
+// that a manifest reachable in dst already has its closure and its signatures.
+// (Subjects reached with opts.Subjects come before the manifest that names them.)
+// Content dst already has is not transferred again. A blob transfer that fails
+// transiently (a dropped connection, a server error) is retried from scratch with
+// backoff.
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
-	prog := opts.Progress
-	if prog == nil {
-		prog = NoProgress
-	}
+	prog := progressOr(ctx, opts.Progress)
 	p := &planner{ctx: ctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}}
 	if err := p.visit(root); err != nil {
 		return CopyResult{}, err
@@ -86,12 +89,14 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 			res.Manifests = append(res.Manifests, d)
 			continue
 		}
-		rc, err := src.Fetch(ctx, d)
-		if err != nil {
-			return res, fmt.Errorf("copying blob %s: %w", d.Digest, err)
-		}
-		err = dst.Push(ctx, d, &countReader{r: rc, p: prog})
-		rc.Close()
+		err := retry(ctx, func() error {
+			rc, err := src.Fetch(ctx, d)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			return dst.Push(ctx, d, &countReader{r: rc, p: prog})
+		})
 		if err != nil {
 			return res, fmt.Errorf("copying blob %s: %w", d.Digest, err)
 		}
@@ -134,8 +139,6 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 			return err
 		}
 	}
-	p.raw[desc.Digest] = b
-	p.order = append(p.order, desc)
 	if p.opts.Referrers {
 		refs, err := p.src.Referrers(p.ctx, desc, "")
 		if err != nil {
@@ -147,6 +150,8 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 			}
 		}
 	}
+	p.raw[desc.Digest] = b
+	p.order = append(p.order, desc)
 	return nil
 }
 

@@ -18,9 +18,28 @@ type Node struct {
 	Subject      *ocispec.Descriptor
 }
 
-// ParseNode decodes a manifest or index. Content that is not a manifest has no
-// children.
+// ParseNode decodes a manifest or index and validates every descriptor in it
+// (ValidateDescriptor): a manifest with a missing config, a malformed layer or
+// subject digest is ErrInvalid. Content that is not a manifest has no children.
 func ParseNode(desc ocispec.Descriptor, b []byte) (Node, error) {
+	n, err := parseNode(desc, b)
+	if err != nil {
+		return Node{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	for i, c := range n.Children {
+		if err := ValidateDescriptor(c); err != nil {
+			return Node{}, fmt.Errorf("manifest %s, child %d: %w", desc.Digest, i, err)
+		}
+	}
+	if n.Subject != nil {
+		if err := ValidateDescriptor(*n.Subject); err != nil {
+			return Node{}, fmt.Errorf("manifest %s, subject: %w", desc.Digest, err)
+		}
+	}
+	return n, nil
+}
+
+func parseNode(desc ocispec.Descriptor, b []byte) (Node, error) {
 	switch desc.MediaType {
 	case ocispec.MediaTypeImageManifest, "application/vnd.docker.distribution.manifest.v2+json":
 		var m ocispec.Manifest

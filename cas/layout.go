@@ -11,9 +11,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -43,6 +45,15 @@ type Layout struct {
 	ptags    map[string]ocispec.Descriptor        // tags set, not yet saved
 	subjects map[digest.Digest][]ocispec.Descriptor
 	scanned  map[digest.Digest]bool // manifests whose subject is in subjects
+	bad      []BadEntry             // index.json entries and manifests skipped as invalid
+	damaged  map[string][]error     // damaged manifests by the subject their bytes claim
+}
+
+// BadEntry is an entry of a store that was skipped because it is invalid, with
+// where it was found.
+type BadEntry struct {
+	Location string // "index.json manifests[3]" or "blobs/sha256/<hex>"
+	Err      error
 }
 
 // Init creates an empty layout at root, or does nothing if one is already there.
@@ -90,8 +101,33 @@ func OpenLayout(root string) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.index, l.tags = splitIndex(idx)
+	l.index, l.tags, l.bad = splitIndex(idx)
 	return l, nil
+}
+
+// openForRepair opens a layout whose index.json may be damaged: the damage is
+// returned as indexErr instead of failing the open, and the layout then lists no
+// manifests.
+func openForRepair(root string) (l *Layout, indexErr error, err error) {
+	if _, err := os.Stat(filepath.Join(root, layoutFile)); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w (run 'feval init' or set --store)", root, ErrNoStore)
+	}
+	l = &Layout{root: root, pending: map[digest.Digest]ocispec.Descriptor{}, ptags: map[string]ocispec.Descriptor{},
+		index: map[digest.Digest]ocispec.Descriptor{}, tags: map[string]ocispec.Descriptor{}}
+	idx, ierr := readIndex(root)
+	if ierr != nil {
+		return l, ierr, nil
+	}
+	l.index, l.tags, l.bad = splitIndex(idx)
+	return l, nil, nil
+}
+
+// BadEntries lists the index.json entries and manifests the layout skipped as
+// invalid since it was opened.
+func (l *Layout) BadEntries() []BadEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.bad)
 }
 
 // Root returns the layout's directory.
@@ -107,24 +143,43 @@ func readIndex(root string) (*ocispec.Index, error) {
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("%s/index.json is damaged (%v); run 'feval fsck': %w", root, err, ErrNoStore)
+		return nil, fmt.Errorf("%s/index.json is damaged (%v): %w", root, err, ErrDamagedIndex)
 	}
 	return &idx, nil
 }
 
-func splitIndex(idx *ocispec.Index) (map[digest.Digest]ocispec.Descriptor, map[string]ocispec.Descriptor) {
+// ErrDamagedIndex reports an index.json that does not decode, which leaves the
+// store unusable (it matches ErrNoStore) until 'feval fsck --repair' rebuilds
+// the index from the blobs.
+var ErrDamagedIndex error = &errWithMsg{msg: "run 'feval fsck' to check the store and 'feval fsck --repair' to rebuild its index", err: ErrNoStore}
+
+// splitIndex separates index.json into manifests and tags, skipping (and
+// returning) entries that are not valid manifest descriptors.
+func splitIndex(idx *ocispec.Index) (map[digest.Digest]ocispec.Descriptor, map[string]ocispec.Descriptor, []BadEntry) {
 	mans := map[digest.Digest]ocispec.Descriptor{}
 	tags := map[string]ocispec.Descriptor{}
-	for _, d := range idx.Manifests {
+	var bad []BadEntry
+	for i, d := range idx.Manifests {
+		err := ValidateDescriptor(d)
+		if err == nil && !IsManifest(d.MediaType) {
+			err = fmt.Errorf("media type %q is not a manifest: %w", d.MediaType, ErrInvalid)
+		}
+		if err == nil && d.Size > MaxManifestSize {
+			err = fmt.Errorf("manifest %s of %d bytes is over the %d byte limit: %w", d.Digest, d.Size, MaxManifestSize, ErrInvalid)
+		}
+		if err != nil {
+			bad = append(bad, BadEntry{Location: fmt.Sprintf("%s manifests[%d]", indexFile, i), Err: err})
+			continue
+		}
 		name := d.Annotations[ocispec.AnnotationRefName]
 		plain := d
 		plain.Annotations = nil
 		mans[d.Digest] = plain
-		if name != "" {
+		if name != "" && ValidTag(name) {
 			tags[name] = plain
 		}
 	}
-	return mans, tags
+	return mans, tags, bad
 }
 
 func (l *Layout) blobPath(d digest.Digest) string {
@@ -133,23 +188,57 @@ func (l *Layout) blobPath(d digest.Digest) string {
 
 // Fetch implements Store.
 func (l *Layout) Fetch(_ context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	if err := desc.Digest.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadReference, err)
+	if err := checkDigest(desc); err != nil {
+		return nil, err
 	}
-	f, err := os.Open(l.blobPath(desc.Digest))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", desc.Digest, ErrNotFound)
-	}
+	f, err := openRegular(l.blobPath(desc.Digest))
 	if err != nil {
 		return nil, err
 	}
 	return NewVerifyReader(f, desc)
 }
 
+// checkDigest validates the digest and size a layout operation uses.
+func checkDigest(desc ocispec.Descriptor) error {
+	if err := desc.Digest.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadReference, err)
+	}
+	if desc.Digest.Algorithm() != digest.SHA256 {
+		return fmt.Errorf("%s: only sha256 digests are accepted: %w", desc.Digest, ErrBadReference)
+	}
+	if desc.Size < 0 {
+		return fmt.Errorf("%s: size %d: %w", desc.Digest, desc.Size, ErrInvalid)
+	}
+	return nil
+}
+
+// openRegular opens path for reading only if it is a regular file (after
+// symbolic links): a FIFO, a device or a directory is ErrInvalid, and opening never
+// blocks on a FIFO without a writer.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s): %w", path, fi.Mode().Type(), ErrInvalid)
+	}
+	return f, nil
+}
+
 // Exists implements Store.
 func (l *Layout) Exists(_ context.Context, desc ocispec.Descriptor) (bool, error) {
-	if err := desc.Digest.Validate(); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrBadReference, err)
+	if err := checkDigest(desc); err != nil {
+		return false, err
 	}
 	fi, err := os.Stat(l.blobPath(desc.Digest))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -158,14 +247,14 @@ func (l *Layout) Exists(_ context.Context, desc ocispec.Descriptor) (bool, error
 	if err != nil {
 		return false, err
 	}
-	return fi.Size() == desc.Size, nil
+	return fi.Mode().IsRegular() && fi.Size() == desc.Size, nil
 }
 
 // Push implements Store. The blob is durable when Push returns; a manifest becomes
 // listed in index.json at the next Flush or Close.
 func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) error {
-	if err := desc.Digest.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadReference, err)
+	if err := checkDigest(desc); err != nil {
+		return err
 	}
 	if IsManifest(desc.MediaType) && desc.Size > MaxManifestSize {
 		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
@@ -180,7 +269,7 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 		raw, r = b, bytes.NewReader(b)
 	}
 	target := l.blobPath(desc.Digest)
-	if fi, err := os.Stat(target); err == nil && fi.Size() == desc.Size {
+	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() == desc.Size {
 		_, _ = io.Copy(io.Discard, r)
 	} else if err := l.ingest(desc, r, target); err != nil {
 		return err
@@ -205,7 +294,7 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".ingest-*")
+	tmp, err := createTemp(dir)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}
@@ -323,30 +412,40 @@ func (l *Layout) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 			continue
 		}
 		b, err := l.readManifestLocked(m)
+		var node Node
+		if err == nil {
+			node, err = ParseNode(m, b)
+		}
 		if err != nil {
 			if errors.Is(err, ErrNotFound) {
 				continue // fsck reports it
 			}
+			if isDamage(err) {
+				// A damaged or hostile manifest does not stop commands about other
+				// artifacts: it is recorded for fsck and reported only to lookups
+				// of the subject its (unverified) bytes claim, if any.
+				l.scanned[m.Digest] = true
+				l.bad = append(l.bad, BadEntry{Location: filepath.Join(blobsDir, "sha256", m.Digest.Encoded()), Err: err})
+				if claimed := l.claimedSubject(m); claimed != "" {
+					if l.damaged == nil {
+						l.damaged = map[string][]error{}
+					}
+					l.damaged[claimed] = append(l.damaged[claimed], fmt.Errorf("referrer %s: %w", m.Digest, err))
+				}
+				continue
+			}
 			return nil, err
 		}
-		var probe struct {
-			ArtifactType string              `json:"artifactType"`
-			Config       ocispec.Descriptor  `json:"config"`
-			Subject      *ocispec.Descriptor `json:"subject"`
-		}
-		if err := json.Unmarshal(b, &probe); err != nil {
-			return nil, fmt.Errorf("manifest %s: %w", m.Digest, err)
-		}
 		l.scanned[m.Digest] = true
-		if probe.Subject == nil {
+		if node.Subject == nil {
 			continue
 		}
 		d := m
-		d.ArtifactType = probe.ArtifactType
-		if d.ArtifactType == "" {
-			d.ArtifactType = probe.Config.MediaType
-		}
-		l.subjects[probe.Subject.Digest] = append(l.subjects[probe.Subject.Digest], d)
+		d.ArtifactType = node.ArtifactType
+		l.subjects[node.Subject.Digest] = append(l.subjects[node.Subject.Digest], d)
+	}
+	if errs := l.damaged[subject.Digest.String()]; len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	var out []ocispec.Descriptor
 	for _, d := range l.subjects[subject.Digest] {
@@ -359,10 +458,10 @@ func (l *Layout) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 }
 
 func (l *Layout) readManifestLocked(m ocispec.Descriptor) ([]byte, error) {
-	f, err := os.Open(l.blobPath(m.Digest))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", m.Digest, ErrNotFound)
+	if m.Size > MaxManifestSize {
+		return nil, fmt.Errorf("manifest %s: %w", m.Digest, ErrTooLarge)
 	}
+	f, err := openRegular(l.blobPath(m.Digest))
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +489,7 @@ func (l *Layout) Flush() error {
 	if err != nil {
 		return err
 	}
-	mans, tags := splitIndex(idx)
+	mans, tags, _ := splitIndex(idx)
 	for d, desc := range l.pending {
 		mans[d] = desc
 	}
@@ -398,6 +497,20 @@ func (l *Layout) Flush() error {
 		tags[t] = desc
 		mans[desc.Digest] = desc
 	}
+	if err := l.writeIndexLocked(mans, tags); err != nil {
+		return err
+	}
+	l.index, l.tags = mans, tags
+	for d := range l.index {
+		delete(l.pending, d)
+	}
+	l.ptags = map[string]ocispec.Descriptor{}
+	return nil
+}
+
+// writeIndexLocked replaces index.json with mans and tags, sorted; the caller
+// holds the store lock.
+func (l *Layout) writeIndexLocked(mans map[digest.Digest]ocispec.Descriptor, tags map[string]ocispec.Descriptor) error {
 	out := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}}
 	tagged := map[digest.Digest]bool{}
 	tagNames := make([]string, 0, len(tags))
@@ -430,11 +543,6 @@ func (l *Layout) Flush() error {
 	if err := writeFileAtomic(filepath.Join(l.root, indexFile), buf.Bytes()); err != nil {
 		return fmt.Errorf("saving index of %s: %w", l.root, err)
 	}
-	l.index, l.tags = mans, tags
-	for d := range l.index {
-		delete(l.pending, d)
-	}
-	l.ptags = map[string]ocispec.Descriptor{}
 	return nil
 }
 
@@ -501,7 +609,7 @@ func syncDir(dir string) error {
 // WriteBlob returns.
 func (l *Layout) WriteBlob(mediaType string, fill func(w io.Writer) error) (ocispec.Descriptor, error) {
 	dir := filepath.Join(l.root, blobsDir, "sha256")
-	tmp, err := os.CreateTemp(dir, ".ingest-*")
+	tmp, err := createTemp(dir)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -540,4 +648,34 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// isDamage reports whether err says content is damaged or hostile (as opposed
+// to an I/O failure of the machine).
+func isDamage(err error) bool {
+	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch) ||
+		errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadReference)
+}
+
+// claimedSubject returns the subject digest a manifest's bytes claim, read
+// without verification (bounded, regular files only), or "".
+func (l *Layout) claimedSubject(m ocispec.Descriptor) string {
+	f, err := openRegular(l.blobPath(m.Digest))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxManifestSize))
+	if err != nil {
+		return ""
+	}
+	var probe struct {
+		Subject *struct {
+			Digest string `json:"digest"`
+		} `json:"subject"`
+	}
+	if json.Unmarshal(b, &probe) != nil || probe.Subject == nil {
+		return ""
+	}
+	return probe.Subject.Digest
 }

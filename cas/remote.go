@@ -1,30 +1,53 @@
 package cas
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
-	"oras.land/oras-go/v2/registry/remote/retry"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
 // Remote is a Store in one repository of an OCI registry.
+//
+// Referrers are discovered without any read-modify-write of a shared object, so
+// that any number of parties may attach records to one subject at once:
+//
+//   - where the registry implements the OCI Referrers API (detected by asking it),
+//     the registry indexes subjects itself;
+//   - elsewhere every referrer is pushed under its own tag, ReferrerTag(subject,
+//     referrer), and discovered by listing tags. A tag put is atomic and no two
+//     records share a tag, so concurrent pushes never overwrite each other.
+//
+// Either way every candidate is fetched and kept only if its own subject field
+// names the subject: a listing is a hint, never trusted.
 type Remote struct {
-	repo *remote.Repository
-	ref  registry.Reference
+	repo     *remote.Repository
+	ref      registry.Reference
+	deadline time.Time
+
+	mu       sync.Mutex
+	api      int8 // referrers API: 0 unknown, 1 supported, -1 unsupported
+	manifest map[digest.Digest][]byte
+	cached   int64
 }
 
 // RemoteOptions configures access to a registry.
@@ -33,6 +56,12 @@ type RemoteOptions struct {
 	PlainHTTP bool
 	// DockerConfig is the credentials file; empty means the Docker default.
 	DockerConfig string
+	// IdleTimeout bounds how long a connection may make no progress; zero means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Deadline, when set, ends every operation on the Remote that has not
+	// finished by then.
+	Deadline time.Time
 }
 
 // ParseRemote splits "host[:port]/repo[:tag|@digest]" into the repository and the
@@ -58,13 +87,23 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 	if opts.DockerConfig != "" {
 		creds, err = credentials.NewStore(opts.DockerConfig, credentials.StoreOptions{})
 	}
+	idle := opts.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
 	client := &auth.Client{
-		Client: &http.Client{Transport: retry.NewTransport(&http.Transport{
+		// No retrying transport: Remote retries whole idempotent steps (see
+		// retry), which also covers streamed uploads and failures mid-body, and
+		// two layers of retries would multiply the time a dead registry takes.
+		Client: &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-			ResponseHeaderTimeout: 60 * time.Second,
-			MaxIdleConnsPerHost:   8,
-		})},
+			DialContext:           idleDialer(idle),
+			TLSHandshakeTimeout:   idle,
+			ResponseHeaderTimeout: 2 * idle,
+			// Close pooled connections before their pending read times out.
+			IdleConnTimeout:     idle / 2,
+			MaxIdleConnsPerHost: 8,
+		}},
 		Cache: auth.NewCache(),
 	}
 	if err == nil {
@@ -72,7 +111,11 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 	}
 	repo.Client = client
 	repo.SkipReferrersGC = true
-	return &Remote{repo: repo, ref: ref}, nil
+	repo.MaxMetadataBytes = MaxManifestSize
+	// feval discovers referrers itself (see Remote); telling oras-go the registry
+	// indexes them keeps it from maintaining the read-modify-write fallback index.
+	_ = repo.SetReferrersCapability(true)
+	return &Remote{repo: repo, ref: ref, deadline: opts.Deadline, manifest: map[digest.Digest][]byte{}}, nil
 }
 
 func isLoopback(hostport string) bool {
@@ -90,51 +133,303 @@ func isLoopback(hostport string) bool {
 // Name returns "host/repository".
 func (r *Remote) Name() string { return r.ref.Registry + "/" + r.ref.Repository }
 
-// Fetch implements Store.
-func (r *Remote) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	var rc io.ReadCloser
-	var err error
-	if IsManifest(desc.MediaType) {
-		rc, err = r.repo.Manifests().Fetch(ctx, desc)
-	} else {
-		rc, err = r.repo.Blobs().Fetch(ctx, desc)
+// ctx applies the Remote's deadline.
+func (r *Remote) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.deadline.IsZero() {
+		return context.WithCancel(ctx)
 	}
-	if err != nil {
-		return nil, r.wrap(desc.Digest.String(), err)
-	}
-	return NewVerifyReader(rc, desc)
+	return context.WithDeadline(ctx, r.deadline)
 }
 
-// Push implements Store. Pushing a manifest with a subject also maintains the
-// fallback referrers tag when the registry lacks the Referrers API.
+// maxCached bounds the manifests a Remote keeps in memory.
+const maxCached = 64 << 20
+
+func (r *Remote) cachedManifest(d digest.Digest) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.manifest[d]
+	return b, ok
+}
+
+func (r *Remote) cacheManifest(d digest.Digest, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.manifest[d]; !ok && r.cached+int64(len(b)) <= maxCached {
+		r.manifest[d] = b
+		r.cached += int64(len(b))
+	}
+}
+
+// Fetch implements Store. Manifests are read whole, with retries, and verified
+// before Fetch returns; blobs stream and verify as they are read.
+func (r *Remote) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if err := ValidateDescriptor(desc); err != nil {
+		return nil, err
+	}
+	if IsManifest(desc.MediaType) {
+		b, err := r.fetchManifest(ctx, desc)
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	ctx, cancel := r.ctx(ctx)
+	rc, err := r.repo.Blobs().Fetch(ctx, desc)
+	if err != nil {
+		cancel()
+		return nil, r.wrap(desc.Digest.String(), err)
+	}
+	vr, err := NewVerifyReader(&netReader{rc: rc, wrap: func(e error) error { return r.wrap(desc.Digest.String(), e) }}, desc)
+	if err != nil {
+		rc.Close()
+		cancel()
+		return nil, err
+	}
+	return &cancelReader{ReadCloser: vr, cancel: cancel}, nil
+}
+
+type cancelReader struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelReader) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+func (c *cancelReader) verifies() ocispec.Descriptor {
+	if v, ok := c.ReadCloser.(verifying); ok {
+		return v.verifies()
+	}
+	return ocispec.Descriptor{}
+}
+
+// fetchManifest reads and verifies a manifest, retrying transient failures.
+func (r *Remote) fetchManifest(ctx context.Context, desc ocispec.Descriptor) ([]byte, error) {
+	if desc.Size > MaxManifestSize {
+		return nil, fmt.Errorf("manifest %s is %d bytes: %w", desc.Digest, desc.Size, ErrTooLarge)
+	}
+	if b, ok := r.cachedManifest(desc.Digest); ok && int64(len(b)) == desc.Size {
+		return b, nil
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	var b []byte
+	err := retry(ctx, func() error {
+		rc, err := r.repo.Manifests().Fetch(ctx, desc)
+		if err != nil {
+			return r.wrap(desc.Digest.String(), err)
+		}
+		defer rc.Close()
+		vr, err := NewVerifyReader(&netReader{rc: rc, wrap: func(e error) error { return r.wrap(desc.Digest.String(), e) }}, desc)
+		if err != nil {
+			return err
+		}
+		b, err = io.ReadAll(vr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.cacheManifest(desc.Digest, b)
+	return b, nil
+}
+
+// Push implements Store. A manifest with a subject is pushed under its referrer
+// tag where the registry lacks the Referrers API, and Push then reads the
+// subject's referrers back and fails unless the new record is among them.
+//
+// Push does not retry a blob upload itself (it cannot rewind rd); Copy restarts
+// failed uploads from scratch.
 func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader) error {
+	if err := ValidateDescriptor(desc); err != nil {
+		return err
+	}
 	if IsManifest(desc.MediaType) && desc.Size > MaxManifestSize {
 		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
 	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
 	vr, err := verified(rd, desc)
 	if err != nil {
 		return err
 	}
-	if err := r.repo.Push(ctx, desc, vr); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-		return r.wrap(desc.Digest.String(), err)
+	if !IsManifest(desc.MediaType) {
+		if err := r.repo.Blobs().Push(ctx, desc, vr); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return r.wrap(desc.Digest.String(), err)
+		}
+		return nil
+	}
+	b, err := io.ReadAll(vr)
+	if err != nil {
+		return err
+	}
+	node, err := ParseNode(desc, b)
+	if err != nil {
+		return err
+	}
+	put := func(ref string) error {
+		return retry(ctx, func() error {
+			if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), ref); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+				return r.wrap(desc.Digest.String(), err)
+			}
+			return nil
+		})
+	}
+	if node.Subject == nil {
+		if err := put(desc.Digest.String()); err != nil {
+			return err
+		}
+	} else {
+		api, err := r.referrersAPI(ctx, *node.Subject)
+		if err == nil && !api && !r.apiKnown() {
+			// A repository that does not exist yet cannot say whether it has
+			// the API: create it with this manifest, then ask again.
+			if err = put(desc.Digest.String()); err == nil {
+				api, err = r.referrersAPI(ctx, *node.Subject)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		ref := desc.Digest.String()
+		if !api {
+			ref = ReferrerTag(node.Subject.Digest, desc.Digest)
+		}
+		if err := put(ref); err != nil {
+			return err
+		}
+	}
+	r.cacheManifest(desc.Digest, b)
+	if node.Subject == nil {
+		return nil
+	}
+	if err := r.readBack(ctx, *node.Subject, desc); err != nil {
+		return err
+	}
+	if api, _ := r.referrersAPI(ctx, *node.Subject); !api {
+		d := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: node.ArtifactType}
+		r.updateFallbackIndex(ctx, node.Subject.Digest, d)
 	}
 	return nil
 }
 
+// apiKnown reports whether the registry has said whether it has the Referrers API.
+func (r *Remote) apiKnown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.api != 0
+}
+
+// updateFallbackIndex adds d to the OCI fallback referrers index of subject (tag
+// "sha256-<hex>"), through which other tools (oras discover, cosign) find
+// referrers on registries without the Referrers API. The index is a courtesy to
+// them: it is rewritten read-modify-write, so concurrent pushers can still drop
+// each other's entries from it, and feval never relies on it. Failures are
+// ignored for the same reason.
+func (r *Remote) updateFallbackIndex(ctx context.Context, subject digest.Digest, d ocispec.Descriptor) {
+	tag := strings.TrimSuffix(referrerTagPrefix(subject), ".")
+	for range 3 {
+		idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex}
+		_, b, err := r.fetchTagged(ctx, tag)
+		switch {
+		case err == nil:
+			if json.Unmarshal(b, &idx) != nil {
+				return // not an index feval may rewrite
+			}
+		case !errors.Is(err, ErrNotFound):
+			return
+		}
+		for _, m := range idx.Manifests {
+			if m.Digest == d.Digest {
+				return
+			}
+		}
+		idx.Manifests = append(idx.Manifests, d)
+		nb, err := json.Marshal(idx)
+		if err != nil || len(nb) > MaxManifestSize {
+			return
+		}
+		nd := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageIndex, Digest: digest.FromBytes(nb), Size: int64(len(nb))}
+		if r.repo.Manifests().PushReference(ctx, nd, bytes.NewReader(nb), tag) != nil {
+			return
+		}
+		// Loop: read the index back, and add d again if a concurrent writer
+		// replaced the index without it.
+	}
+}
+
+// ErrNotDiscoverable reports a referrer that was pushed but that the registry
+// does not list among its subject's referrers.
+var ErrNotDiscoverable = errors.New("pushed record is not discoverable")
+
+// readBack lists subject's referrers until desc is among them. Registries with
+// the Referrers API may index asynchronously, so the listing is retried for a
+// few seconds before Push gives up.
+func (r *Remote) readBack(ctx context.Context, subject, desc ocispec.Descriptor) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		refs, err := r.referrers(ctx, subject)
+		if err != nil {
+			return err
+		}
+		for _, d := range refs {
+			if d.Digest == desc.Digest {
+				return nil
+			}
+		}
+		if attempt == 6 {
+			return fmt.Errorf("%s: %s, a referrer of %s, is not listed after push: %w",
+				r.Name(), desc.Digest, subject.Digest, errors.Join(ErrRegistry, ErrNotDiscoverable))
+		}
+		select {
+		case <-ctx.Done():
+			return r.wrap(desc.Digest.String(), ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
 // Exists implements Store.
 func (r *Remote) Exists(ctx context.Context, desc ocispec.Descriptor) (bool, error) {
-	ok, err := r.repo.Exists(ctx, desc)
-	if err != nil {
-		return false, r.wrap(desc.Digest.String(), err)
+	if err := ValidateDescriptor(desc); err != nil {
+		return false, err
 	}
-	return ok, nil
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	var ok bool
+	err := retry(ctx, func() error {
+		var err error
+		ok, err = r.repo.Exists(ctx, desc)
+		if err != nil {
+			return r.wrap(desc.Digest.String(), err)
+		}
+		return nil
+	})
+	return ok, err
 }
 
 // Resolve implements Store.
 func (r *Remote) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error) {
-	desc, err := r.repo.Resolve(ctx, ref)
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	var desc ocispec.Descriptor
+	err := retry(ctx, func() error {
+		var err error
+		desc, err = r.repo.Resolve(ctx, ref)
+		if err != nil {
+			return r.wrap(ref, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return ocispec.Descriptor{}, r.wrap(ref, err)
+		return ocispec.Descriptor{}, err
+	}
+	if err := ValidateDescriptor(desc); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("%s resolves to a bad descriptor: %w", ref, err)
 	}
 	return desc, nil
 }
@@ -144,33 +439,278 @@ func (r *Remote) Tag(ctx context.Context, desc ocispec.Descriptor, tag string) e
 	if !ValidTag(tag) {
 		return fmt.Errorf("tag %q: %w", tag, ErrBadReference)
 	}
-	if err := r.repo.Tag(ctx, desc, tag); err != nil {
-		return r.wrap(tag, err)
+	if err := ValidateDescriptor(desc); err != nil {
+		return err
 	}
-	return nil
-}
-
-// Referrers implements Store through the Referrers API or the fallback tag scheme.
-func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, artifactType string) ([]ocispec.Descriptor, error) {
-	var out []ocispec.Descriptor
-	err := r.repo.Referrers(ctx, subject, artifactType, func(refs []ocispec.Descriptor) error {
-		out = append(out, refs...)
+	b, err := r.fetchManifest(ctx, desc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return retry(ctx, func() error {
+		if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), tag); err != nil {
+			return r.wrap(tag, err)
+		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errdef.ErrNotFound) {
-		return nil, r.wrap(subject.Digest.String(), err)
+}
+
+// ReferrerTag is the tag under which a referrer is pushed to a registry without
+// the Referrers API: "sha256-", the subject's 64 hex digits, ".", and the first
+// 48 hex digits of the referrer's digest (120 characters, within the OCI tag
+// grammar). Only sha256 digests are used by feval.
+func ReferrerTag(subject, referrer digest.Digest) string {
+	hex := referrer.Encoded()
+	return referrerTagPrefix(subject) + hex[:min(len(hex), 48)]
+}
+
+func referrerTagPrefix(subject digest.Digest) string {
+	return subject.Algorithm().String() + "-" + subject.Encoded() + "."
+}
+
+// Referrers implements Store through the Referrers API or, where the registry
+// lacks it, the referrer tags (and, for stores written by other tools, the
+// OCI fallback referrers index).
+func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, artifactType string) ([]ocispec.Descriptor, error) {
+	if err := ValidateDescriptor(subject); err != nil {
+		return nil, err
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	all, err := r.referrers(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	var out []ocispec.Descriptor
+	for _, d := range all {
+		if artifactType == "" || d.ArtifactType == artifactType {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// referrers lists and verifies every referrer of subject, sorted by digest.
+func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+	api, err := r.referrersAPI(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	var cands []ocispec.Descriptor
+	var tags []string
+	if api {
+		err = retry(ctx, func() error {
+			cands = cands[:0]
+			err := r.repo.Referrers(ctx, subject, "", func(refs []ocispec.Descriptor) error {
+				cands = append(cands, refs...)
+				return nil
+			})
+			if err != nil && !errors.Is(err, errdef.ErrNotFound) {
+				return r.wrap(subject.Digest.String(), err)
+			}
+			return nil
+		})
+	} else {
+		tags, err = r.referrerTags(ctx, subject.Digest)
+		if err == nil {
+			cands, err = r.legacyIndex(ctx, subject.Digest)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	seen := map[digest.Digest]bool{}
+	var out []ocispec.Descriptor
+	keep := func(d ocispec.Descriptor, b []byte) {
+		node, err := ParseNode(d, b)
+		if err != nil || node.Subject == nil || node.Subject.Digest != subject.Digest || seen[d.Digest] {
+			return // not a referrer of subject, whatever the listing said
+		}
+		seen[d.Digest] = true
+		d.ArtifactType = node.ArtifactType
+		d.Annotations = nil
+		out = append(out, d)
+	}
+	for _, c := range cands {
+		if ValidateDescriptor(c) != nil || !IsManifest(c.MediaType) || seen[c.Digest] {
+			continue
+		}
+		b, err := r.fetchManifest(ctx, c)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch) || errors.Is(err, ErrTooLarge) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		keep(c, b)
+	}
+	for _, t := range tags {
+		d, b, err := r.fetchTagged(ctx, t)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalid) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(d.Digest.Encoded(), strings.TrimPrefix(t, referrerTagPrefix(subject.Digest))) {
+			continue // a tag that does not name its content
+		}
+		keep(d, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
-	// The fallback index can list a referrer twice after concurrent updates.
-	uniq := out[:0]
-	var last digest.Digest
-	for _, d := range out {
-		if d.Digest != last {
-			uniq = append(uniq, d)
+	return out, nil
+}
+
+// errStopListing ends a tag listing early.
+var errStopListing = errors.New("stop listing")
+
+// referrerTags lists the tags that name referrers of subject. The listing starts
+// after the fallback tag "sha256-<hex>", which sorts just before every referrer
+// tag of subject, and ends at the first tag past them when the registry returns
+// tags in lexical order (as the distribution spec requires); a registry that does
+// not sort is listed in full.
+func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]string, error) {
+	prefix := referrerTagPrefix(subject)
+	last := strings.TrimSuffix(prefix, ".")
+	var out []string
+	err := retry(ctx, func() error {
+		out = out[:0]
+		prev, sorted := "", true
+		err := r.repo.Tags(ctx, last, func(tags []string) error {
+			for _, t := range tags {
+				if t <= prev {
+					sorted = false
+				}
+				prev = t
+				if strings.HasPrefix(t, prefix) {
+					out = append(out, t)
+				} else if sorted && t > prefix {
+					return errStopListing
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopListing) && !errors.Is(err, errdef.ErrNotFound) {
+			return r.wrap("tag list", err)
 		}
-		last = d.Digest
+		return nil
+	})
+	return out, err
+}
+
+// legacyIndex reads the OCI fallback referrers index (tag "sha256-<hex>") that
+// other tools maintain, if there is one.
+func (r *Remote) legacyIndex(ctx context.Context, subject digest.Digest) ([]ocispec.Descriptor, error) {
+	d, b, err := r.fetchTagged(ctx, strings.TrimSuffix(referrerTagPrefix(subject), "."))
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalid) {
+		return nil, nil
 	}
-	return uniq, nil
+	if err != nil {
+		return nil, err
+	}
+	if d.MediaType != ocispec.MediaTypeImageIndex {
+		return nil, nil
+	}
+	var idx ocispec.Index
+	if json.Unmarshal(b, &idx) != nil {
+		return nil, nil
+	}
+	return idx.Manifests, nil
+}
+
+// fetchTagged reads the manifest a tag names and describes it by its content's
+// own digest, not by what the registry's headers claim.
+func (r *Remote) fetchTagged(ctx context.Context, tag string) (ocispec.Descriptor, []byte, error) {
+	var d ocispec.Descriptor
+	var b []byte
+	err := retry(ctx, func() error {
+		desc, rc, err := r.repo.Manifests().FetchReference(ctx, tag)
+		if err != nil {
+			return r.wrap(tag, err)
+		}
+		defer rc.Close()
+		b, err = io.ReadAll(&netReader{rc: io.NopCloser(io.LimitReader(rc, MaxManifestSize+1)), wrap: func(e error) error { return r.wrap(tag, e) }})
+		if err != nil {
+			return err
+		}
+		if len(b) > MaxManifestSize {
+			return fmt.Errorf("%s: %w", tag, ErrTooLarge)
+		}
+		d = ocispec.Descriptor{MediaType: desc.MediaType, Digest: digest.FromBytes(b), Size: int64(len(b))}
+		return nil
+	})
+	if err != nil {
+		return d, nil, err
+	}
+	var probe struct {
+		MediaType string `json:"mediaType"`
+	}
+	if json.Unmarshal(b, &probe) == nil && IsManifest(probe.MediaType) {
+		d.MediaType = probe.MediaType
+	}
+	if !IsManifest(d.MediaType) {
+		return d, nil, fmt.Errorf("%s: media type %q: %w", tag, d.MediaType, ErrInvalid)
+	}
+	r.cacheManifest(d.Digest, b)
+	return d, b, nil
+}
+
+// referrersAPI reports whether the registry implements the Referrers API, asking
+// it once: a GET of /v2/<repo>/referrers/<digest> answered 200 with an OCI image
+// index means yes; 404 (other than for an unknown repository) means no.
+func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (bool, error) {
+	r.mu.Lock()
+	api := r.api
+	r.mu.Unlock()
+	if api != 0 {
+		return api > 0, nil
+	}
+	scheme := "https"
+	if r.repo.PlainHTTP {
+		scheme = "http"
+	}
+	u := fmt.Sprintf("%s://%s/v2/%s/referrers/%s", scheme, r.ref.Host(), r.ref.Repository, subject.Digest)
+	var state int8
+	err := retry(ctx, func() error {
+		actx := auth.AppendRepositoryScope(ctx, r.ref, auth.ActionPull)
+		req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", ocispec.MediaTypeImageIndex)
+		resp, err := r.repo.Client.Do(req)
+		if err != nil {
+			return r.wrap("referrers API", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+			state = -1
+			if ct == ocispec.MediaTypeImageIndex {
+				state = 1
+			}
+		case resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), "NAME_UNKNOWN"):
+			state = 0 // the repository does not exist yet: ask again later
+		case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest,
+			resp.StatusCode == http.StatusMethodNotAllowed:
+			state = -1
+		default:
+			return r.wrap("referrers API", &errcode.ErrorResponse{Method: req.Method, URL: req.URL, StatusCode: resp.StatusCode})
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if state != 0 {
+		r.mu.Lock()
+		r.api = state
+		r.mu.Unlock()
+	}
+	return state > 0, nil
 }
 
 // Close implements Store.
@@ -179,11 +719,23 @@ func (r *Remote) Close() error { return nil }
 func (r *Remote) wrap(what string, err error) error {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
+	var resp *errcode.ErrorResponse
 	switch {
 	case errors.Is(err, errdef.ErrNotFound):
 		return fmt.Errorf("%s in %s: %w", what, r.Name(), ErrNotFound)
-	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrRegistry), errors.Is(err, ErrUnreachable), errors.Is(err, ErrDigestMismatch),
+		errors.Is(err, ErrSizeMismatch), errors.Is(err, ErrInvalid), errors.Is(err, ErrTooLarge):
+		return err
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.As(err, &dnsErr), errors.As(err, &opErr) && opErr.Op == "dial":
 		return fmt.Errorf("%s: %w (%v); check the address and that the registry is running", r.Name(), ErrUnreachable, err)
+	case errors.As(err, &resp):
+		msg := fmt.Sprintf("%s: %s: the registry answered %d %s", r.Name(), what, resp.StatusCode, http.StatusText(resp.StatusCode))
+		if len(resp.Errors) > 0 {
+			msg += " (" + resp.Errors[0].Error() + ")"
+		}
+		return &errWithMsg{msg: msg, err: errors.Join(ErrRegistry, err)}
 	}
-	return fmt.Errorf("%s: %w", r.Name(), err)
+	return registryErr("%s: %s: %s", err, r.Name(), what, describeNetErr(err))
 }

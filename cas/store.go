@@ -32,7 +32,30 @@ var (
 	ErrBadReference = errors.New("malformed reference")
 	// ErrUnreachable reports a registry that could not be contacted.
 	ErrUnreachable = errors.New("registry unreachable")
+	// ErrInvalid reports store or registry content that is not what it must be: a
+	// descriptor with a malformed digest, a negative size or no media type, a
+	// manifest that does not decode, a blob that is not a regular file.
+	ErrInvalid = errors.New("invalid content")
 )
+
+// ValidateDescriptor checks what feval relies on in a descriptor read from
+// untrusted content before it is used: a well-formed sha256 digest, a size that is
+// not negative, and a media type.
+func ValidateDescriptor(d ocispec.Descriptor) error {
+	if err := d.Digest.Validate(); err != nil {
+		return fmt.Errorf("descriptor digest %q: %v: %w", d.Digest, err, ErrInvalid)
+	}
+	if d.Digest.Algorithm() != digest.SHA256 {
+		return fmt.Errorf("descriptor digest %s: only sha256 is accepted: %w", d.Digest, ErrInvalid)
+	}
+	if d.Size < 0 {
+		return fmt.Errorf("descriptor %s: size %d: %w", d.Digest, d.Size, ErrInvalid)
+	}
+	if d.MediaType == "" {
+		return fmt.Errorf("descriptor %s: no media type: %w", d.Digest, ErrInvalid)
+	}
+	return nil
+}
 
 // AmbiguousError reports a digest prefix that matches more than one manifest.
 type AmbiguousError struct {

@@ -399,8 +399,17 @@ func TestRunReplay(t *testing.T) {
 	w.verdict(k.vals[0], 1, rollouts.StatusRejected, "", 11, nil)
 	auditor := newSigner(t)
 	inc := &Incumbent{Submission: digest.FromString("old champion"), Score: scoring.NewRatio(3, 5)}
-	out, err := Run(w.ctx, w.st, auditor, Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()},
+	// The stake table is the owner's artifact: the auditor must say it trusts
+	// the owner's key.
+	_, err := Run(w.ctx, w.st, auditor, Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()},
 		Rules: Input{JSON: []byte(`{"max_score":"1"}`)}, Incumbent: inc})
+	if !errors.Is(err, bundle.ErrNoTrustedSignature) || !strings.Contains(err.Error(), "stake table") ||
+		!strings.Contains(err.Error(), "signed by "+k.owner.Public().Fingerprint[:16]) {
+		t.Fatalf("a stake table signed by an untrusted key: %v", err)
+	}
+	trusted := []*bundle.PublicKey{auditor.Public(), k.owner.Public()}
+	out, err := Run(w.ctx, w.st, auditor, Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()},
+		Rules: Input{JSON: []byte(`{"max_score":"1"}`)}, Incumbent: inc, Trusted: []*bundle.PublicKey{k.owner.Public()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +419,7 @@ func TestRunReplay(t *testing.T) {
 	}
 	// The same inputs written again give the same artifact.
 	again, err := Run(w.ctx, w.st, auditor, Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()},
-		Rules: Input{JSON: []byte(`{"max_score":"1"}`)}, Incumbent: inc})
+		Rules: Input{JSON: []byte(`{"max_score":"1"}`)}, Incumbent: inc, Trusted: []*bundle.PublicKey{k.owner.Public()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +444,16 @@ func TestRunReplay(t *testing.T) {
 	if err := Fetch(w.ctx, shared, fresh, out.Artifact); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Replay(w.ctx, fresh, out.Artifact.Digest, []*bundle.PublicKey{auditor.Public()})
+	// Trusting the record's signer is not enough: the stake table must be
+	// signed by a trusted key too.
+	if _, err := Replay(w.ctx, fresh, out.Artifact.Digest, []*bundle.PublicKey{auditor.Public()}); !errors.Is(err, bundle.ErrNoTrustedSignature) ||
+		!strings.Contains(err.Error(), "stake table") {
+		t.Fatalf("replay trusting only the record's signer: %v", err)
+	}
+	if _, err := Replay(w.ctx, fresh, out.Artifact.Digest, nil); !errors.Is(err, replay.ErrNoTrustedKeys) {
+		t.Fatalf("replay trusting no key: %v", err)
+	}
+	res, err := Replay(w.ctx, fresh, out.Artifact.Digest, trusted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +467,7 @@ func TestRunReplay(t *testing.T) {
 	if _, err := bundle.Sign(w.ctx, w.st, k.vals[0], desc); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := Replay(w.ctx, w.st, out.Artifact.Digest, nil); err != nil || res.Outcome != replay.Identical {
+	if res, err := Replay(w.ctx, w.st, out.Artifact.Digest, trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay after later verdicts (%s): %+v, %v", late, res, err)
 	}
 
@@ -470,7 +488,7 @@ func TestRunReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = Replay(w.ctx, w.st, fd.Digest, nil)
+	res, err = Replay(w.ctx, w.st, fd.Digest, trusted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +503,9 @@ func TestReplayMissingInput(t *testing.T) {
 	k := newKeys(t, 1, 3)
 	w := newWorld(t, k, []string{"a"}, []uint64{100, 200, 300})
 	honest(w)
-	out, err := Run(w.ctx, w.st, newSigner(t), Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()}})
+	s := newSigner(t)
+	trusted := []*bundle.PublicKey{s.Public(), k.owner.Public()}
+	out, err := Run(w.ctx, w.st, s, Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()}, Trusted: trusted})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +517,7 @@ func TestReplayMissingInput(t *testing.T) {
 	if _, err := cas.Copy(w.ctx, w.st, partial, out.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Replay(w.ctx, partial, out.Artifact.Digest, nil); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := Replay(w.ctx, partial, out.Artifact.Digest, trusted); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("replay without inputs: %v, want ErrNotFound", err)
 	}
 }

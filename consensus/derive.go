@@ -240,42 +240,46 @@ func validSigners(ctx context.Context, st cas.Store, target ocispec.Descriptor, 
 
 // readVerdict reads a verdict record strictly by its protocol and returns its
 // shared fields and its score: a rollouts verdict's claimed_score, a scenarios
-// verdict's score (the exact sum over its scenarios).
-func readVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (protocol.VerdictHead, string, error) {
+// verdict's score (the exact sum over its scenarios); unverified reports a
+// rollouts audit whose beacon was not verified.
+func readVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (head protocol.VerdictHead, score string, unverified bool, err error) {
 	art, err := bundle.Load(ctx, st, desc)
 	if err != nil {
-		return protocol.VerdictHead{}, "", err
+		return protocol.VerdictHead{}, "", false, err
 	}
 	if art.Kind != protocol.KindVerdict {
-		return protocol.VerdictHead{}, "", fmt.Errorf("%s is a %s: %w", desc.Digest, art.Kind, protocol.ErrMalformed)
+		return protocol.VerdictHead{}, "", false, fmt.Errorf("%s is a %s: %w", desc.Digest, art.Kind, protocol.ErrMalformed)
 	}
 	var probe struct {
 		Protocol string `json:"protocol"`
 	}
 	if err := json.Unmarshal(art.Record, &probe); err != nil {
-		return protocol.VerdictHead{}, "", fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+		return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
 	}
 	switch probe.Protocol {
 	case "rollouts":
 		var v rollouts.Verdict
 		if err := art.Decode(&v); err != nil {
-			return protocol.VerdictHead{}, "", fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+			return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
 		}
-		return v.Head(), v.ClaimedScore, nil
+		return v.Head(), v.ClaimedScore, v.Audit != nil && !v.Audit.Beacon.Verified, nil
 	case "scenarios":
 		var v scenarios.Verdict
 		if err := art.Decode(&v); err != nil {
-			return protocol.VerdictHead{}, "", fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+			return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
 		}
-		return v.Head(), v.Score, nil
+		return v.Head(), v.Score, false, nil
 	}
-	head, err := protocol.ParseVerdictHead(art.Record)
-	return head, "", err
+	head, err = protocol.ParseVerdictHead(art.Record)
+	return head, "", false, err
 }
 
 // verdictMeta is what a verdict says it is about.
 type verdictMeta struct {
 	reveal, submission digest.Digest
+	// unverifiedBeacon: the verdict's audit sample was drawn from a plain
+	// beacon value, not a verified drand round.
+	unverifiedBeacon bool
 }
 
 // votes turns one verdict into votes: one per valid signer, or one excluded vote
@@ -287,7 +291,7 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 	}
 	base := scoring.Vote{Verdict: c.desc.Digest, Submission: c.desc.Digest}
 	var meta verdictMeta
-	head, score, err := readVerdict(ctx, st, c.desc)
+	head, score, unverified, err := readVerdict(ctx, st, c.desc)
 	switch {
 	case err != nil && hardError(err):
 		return nil, verdictMeta{}, fmt.Errorf("verdict %s: %w", c.desc.Digest, err)
@@ -300,7 +304,7 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 		base.Exclude = ReasonMalformed
 	default:
 		v := head
-		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission}
+		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission, unverifiedBeacon: unverified}
 		base.Sequence, base.Status = v.Sequence, scoring.Status(v.Status)
 		// The vote's key is its entry; a verdict about another round, reveal or
 		// submission keeps a key no entry has, and scoring excludes it as stale.

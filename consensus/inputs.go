@@ -1,16 +1,16 @@
 package consensus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+
 	"strconv"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/internal/strictjson"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -140,27 +140,18 @@ func ParseRuns(b []byte) ([]scoring.Run, error) {
 	return runs, nil
 }
 
-// decodeStrict decodes one JSON value with unknown fields and duplicate keys
-// rejected and nothing after it.
+// decodeStrict decodes one JSON value strictly (strictjson.Decode: exact field
+// names, unknown fields and duplicate names refused, nothing after it), with
+// integers only.
 func decodeStrict(b []byte, v any) error {
 	if len(b) > bundle.MaxRecordSize {
 		return fmt.Errorf("%d bytes exceed the %d byte limit", len(b), bundle.MaxRecordSize)
 	}
-	// Canonicalize rejects duplicate keys and invalid UTF-8, which
-	// encoding/json accepts silently.
+	// Canonicalize rejects non-integer numbers.
 	if _, err := bundle.Canonicalize(b); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
+	return strictjson.Decode(b, v)
 }
 
 // WriteStakes writes t as a stake table artifact signed by s and returns it.
@@ -196,12 +187,20 @@ func LoadStakes(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (Sta
 
 // LoadRules reads a rules artifact; members it omits keep their defaults.
 func LoadRules(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (scoring.Rules, error) {
-	r := scoring.DefaultRules()
-	if _, err := protocol.LoadAs(ctx, st, desc, KindRules, &r); err != nil {
+	// A rules record is its author's rules file, canonicalised: omitted
+	// members are defaults, so it is read as ParseRules reads the file (strict
+	// names, no unknown members) rather than as a record that must re-encode
+	// from its Go form.
+	art, err := bundle.Load(ctx, st, desc)
+	if err != nil {
 		return scoring.Rules{}, fmt.Errorf("rules %s: %w", desc.Digest, err)
 	}
-	if err := r.Validate(); err != nil {
-		return scoring.Rules{}, fmt.Errorf("rules %s: %w: %w", desc.Digest, ErrInput, err)
+	if art.Kind != KindRules {
+		return scoring.Rules{}, fmt.Errorf("rules %s is a %s, not a %s: %w", desc.Digest, art.Kind, KindRules, protocol.ErrMalformed)
+	}
+	r, err := ParseRules(art.Record)
+	if err != nil {
+		return scoring.Rules{}, fmt.Errorf("rules %s: %w", desc.Digest, err)
 	}
 	return r, nil
 }

@@ -35,6 +35,8 @@ func TestParseStakes(t *testing.T) {
 		{"short fingerprint", `{"stakes": {"abc": 1}}`, nil},
 		{"duplicate fingerprint", `{"stakes": {"` + fpA + `": 1, "` + fpA + `": 2}}`, nil},
 		{"unknown member", `{"stakes": {}, "epoch": 3}`, nil},
+		{"member name in another case", `{"Stakes": {"` + fpA + `": 1}}`, nil},
+		{"both spellings of a name", `{"stakes": {}, "STAKES": {"` + fpA + `": 1}}`, nil},
 		{"missing stakes", `{}`, nil},
 		{"null stakes", `{"stakes": null}`, nil},
 		{"trailing data", `{"stakes": {}} {}`, nil},
@@ -174,6 +176,7 @@ func FuzzParseStakes(f *testing.F) {
 	f.Add([]byte(`{"stakes": {}}`))
 	f.Add([]byte(`{"stakes": {"` + fpA + `": 18446744073709551615}}`))
 	f.Add([]byte(`{"stakes": {"` + fpA + `": 1.5}}`))
+	f.Add([]byte(`{"Stakes": {"` + fpA + `": 1}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { roundTrip(t, ParseStakes, b) })
 }
 
@@ -182,12 +185,14 @@ func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(`{"max_score":"1","winsorization":{"mode":"count","lower":"0","upper":"1"}}`))
 	f.Add([]byte(`{"seat":{"margin":"3/100","full_margin_up_to":"7/10"},"emission":{"burn_floor":"1/3"}}`))
 	f.Add([]byte(`{"quorum":0.4}`))
+	f.Add([]byte(`{"Max_Score":"1"}`))
 	f.Fuzz(func(t *testing.T, b []byte) { roundTrip(t, ParseRules, b) })
 }
 
 func FuzzParseRuns(f *testing.F) {
 	f.Add([]byte(`[{"submission":"sha256:` + fpA + `","author":"alice","run_index":0,"loss_micro_nats":5,"at_sec":0}]`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"Submission":"sha256:` + fpA + `","author":"alice","run_index":0,"loss_micro_nats":5,"at_sec":0}]`))
 	f.Add([]byte(`[{"submission":"sha256:` + fpA + `","author":"","run_index":18446744073709551615,"loss_micro_nats":-1,"at_sec":-9}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		roundTrip(t, ParseRuns, b)

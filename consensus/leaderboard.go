@@ -170,7 +170,7 @@ func roundCells(ctx context.Context, st cas.Store, round roundInfo) (map[cellKey
 				continue
 			}
 			cell := scoring.Entry{Miner: e.miner, Validator: v.Validator, Sequence: v.Sequence, Score: v.Score,
-				Submission: meta.submission, Verdict: v.Verdict}
+				Submission: meta.submission, Verdict: v.Verdict, UnverifiedBeacon: meta.unverifiedBeacon}
 			switch v.Status {
 			case scoring.StatusPassed:
 				cell.Status = scoring.CellPassed

@@ -3,7 +3,6 @@ package consensus
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -23,8 +22,10 @@ type ReplayResult struct {
 	Outcome string `json:"outcome"`
 	// Recomputed is the digest of the regenerated record.
 	Recomputed digest.Digest `json:"recomputed"`
-	// Signers are the keys that validly signed the record.
+	// Signers are the trusted keys that signed the record.
 	Signers []string `json:"signers"`
+	// Skipped lists the record's signatures that did not count.
+	Skipped []bundle.SignatureCheck `json:"skipped"`
 	// Diffs lists the differing fields of the records when Outcome is Differs.
 	Diffs []replay.Diff `json:"diffs"`
 }
@@ -36,14 +37,19 @@ type ReplayResult struct {
 // written it (same subject and creation time) and compares digests; on a
 // difference it lists the differing fields ([replay.DiffJSON]).
 //
-// trusted, when not empty, are the keys whose signature on the record the
-// caller accepts; a record signed by none of them is an error wrapping
-// [replay.ErrUntrusted]. A record that is not a well-formed, signed consensus
+// trusted are the keys the caller accepts: the record must be signed by one of
+// them (else the error wraps [replay.ErrUntrusted] and names who signed), and
+// so must its stake table and rules artifacts (else the error wraps
+// [bundle.ErrNoTrustedSignature]). With no trusted keys Replay refuses
+// ([replay.ErrNoTrustedKeys]). A record that is not a well-formed, signed consensus
 // artifact is an error wrapping [bundle.ErrVerify]; a missing input wraps
 // [cas.ErrNotFound]. A record that verifies but regenerates differently is not an
 // error: it is a result with Outcome Differs.
 func Replay(ctx context.Context, st cas.Store, d digest.Digest, trusted []*bundle.PublicKey) (ReplayResult, error) {
-	res := ReplayResult{Consensus: d, Diffs: []replay.Diff{}}
+	res := ReplayResult{Consensus: d, Diffs: []replay.Diff{}, Skipped: []bundle.SignatureCheck{}}
+	if len(trusted) == 0 {
+		return res, replay.ErrNoTrustedKeys
+	}
 	desc, err := st.Resolve(ctx, d.String())
 	if err != nil {
 		return res, fmt.Errorf("consensus %s: %w", d, err)
@@ -54,11 +60,20 @@ func Replay(ctx context.Context, st cas.Store, d digest.Digest, trusted []*bundl
 		return res, fmt.Errorf("consensus %s: %w: %v", d, bundle.ErrVerify, err)
 	}
 	res.Round = recorded.Inputs.Round
-	if res.Signers, err = bundle.Signers(ctx, st, art.Desc); err != nil {
-		return res, fmt.Errorf("consensus %s: %w: %v", d, bundle.ErrVerify, err)
+	if res.Signers, res.Skipped, err = replay.TrustedSignatures(ctx, st, art.Desc, trusted); err != nil {
+		return res, fmt.Errorf("consensus %s: %w", d, err)
 	}
-	if len(trusted) > 0 && !slices.ContainsFunc(trusted, func(k *bundle.PublicKey) bool { return slices.Contains(res.Signers, k.Fingerprint) }) {
-		return res, fmt.Errorf("consensus %s: %w", d, replay.ErrUntrusted)
+	for _, in := range []struct {
+		what string
+		d    digest.Digest
+	}{{"stake table", recorded.Inputs.Stakes}, {"rules", recorded.Inputs.Rules}} {
+		idesc, err := st.Resolve(ctx, in.d.String())
+		if err != nil {
+			return res, fmt.Errorf("%s %s: %w", in.what, in.d, err)
+		}
+		if err := checkInputSigners(ctx, st, idesc, in.what, trusted); err != nil {
+			return res, err
+		}
 	}
 	if art.Manifest.Subject == nil {
 		return res, fmt.Errorf("consensus %s has no subject: %w", d, bundle.ErrVerify)

@@ -37,6 +37,11 @@ type Options struct {
 	Incumbent *Incumbent
 	// Created is the artifacts' creation time; "" is the fixed epoch.
 	Created string
+	// Trusted are the keys whose signature on a stake table or rules
+	// artifact given by reference (the round owner's, typically) the caller
+	// accepts, besides the caller's own signing key. An input artifact no
+	// trusted key signed is refused, whoever else signed it.
+	Trusted []*bundle.PublicKey
 }
 
 // Outcome is a written consensus record and the artifacts it names.
@@ -51,6 +56,9 @@ type Outcome struct {
 // gathers the round from opts.Source (if any), writes the stake table and rules
 // given as JSON as signed artifacts (so that the record can name them by
 // digest), calls [Compute] and writes the record with the round as its subject.
+// A stake table or rules artifact given by reference must be signed by s's key
+// or one of opts.Trusted; otherwise the error wraps
+// [bundle.ErrNoTrustedSignature] and names who did sign.
 func Run(ctx context.Context, l *cas.Layout, s *bundle.Signer, opts Options) (Outcome, error) {
 	// Files are checked before anything is fetched or written.
 	stakes, rules, err := parseInputs(opts)
@@ -70,10 +78,14 @@ func Run(ctx context.Context, l *cas.Layout, s *bundle.Signer, opts Options) (Ou
 		}
 	}
 	var out Outcome
+	trusted := append([]*bundle.PublicKey{s.Public()}, opts.Trusted...)
 	if stakes != nil {
 		out.Stakes, err = WriteStakes(ctx, l, s, *stakes, opts.Created)
 	} else {
 		out.Stakes, err = artifactInput(ctx, l, opts.Source, opts.Stakes.Ref, KindStakes)
+		if err == nil {
+			err = checkInputSigners(ctx, l, out.Stakes, "stake table", trusted)
+		}
 	}
 	if err != nil {
 		return Outcome{}, err
@@ -82,6 +94,9 @@ func Run(ctx context.Context, l *cas.Layout, s *bundle.Signer, opts Options) (Ou
 		out.Rules, err = WriteRules(ctx, l, s, *rules, opts.Created)
 	} else {
 		out.Rules, err = artifactInput(ctx, l, opts.Source, opts.Rules.Ref, KindRules)
+		if err == nil {
+			err = checkInputSigners(ctx, l, out.Rules, "rules", trusted)
+		}
 	}
 	if err != nil {
 		return Outcome{}, err
@@ -137,6 +152,17 @@ func parseInputs(opts Options) (*StakeTable, *scoring.Rules, error) {
 		rules = &r
 	}
 	return stakes, rules, nil
+}
+
+// checkInputSigners requires a signature by one of trusted on a stake table or
+// rules artifact: who may set the stakes and the rules is the caller's
+// decision, like whose verdicts count. Signatures by other keys or in other
+// formats are ignored.
+func checkInputSigners(ctx context.Context, st cas.Store, desc ocispec.Descriptor, what string, trusted []*bundle.PublicKey) error {
+	if _, err := bundle.VerifySignatures(ctx, st, desc, trusted); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // artifactInput resolves ref in l, else in src (copying it with its

@@ -2,7 +2,6 @@ package evaluate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/feval/feval/bundle"
@@ -24,6 +23,10 @@ type Verdict interface {
 // Driver is one competition kind's evaluation, shared by 'feval evaluate' and
 // 'feval replay'. Neither knows more about a protocol than this interface.
 type Driver interface {
+	// Prepare checks the validator's options against one case and its round
+	// before anything is written, and returns the driver to decide it with
+	// (the rollouts driver verifies and derives its beacon here).
+	Prepare(ctx context.Context, c protocol.Case, round protocol.Round) (Driver, error)
 	// Decide computes the verdict of one reveal whose checks gave c.Entry. It
 	// may run the submission in the sandbox and write signed evidence (such
 	// as checkpoints) to c.Store with c.Signer.
@@ -65,16 +68,24 @@ func (o Options) Driver(name string) (Driver, error) {
 	return nil, fmt.Errorf("protocol %q has no evaluation driver in this feval", name)
 }
 
-// ErrOptions reports an evaluation that lacks an option its protocol needs.
-var ErrOptions = errors.New("missing evaluation option")
-
 type rolloutsDriver struct{ p rollouts.Params }
+
+// Prepare verifies the beacon of an audit (only an accepted reveal is audited)
+// and derives its value.
+func (d rolloutsDriver) Prepare(_ context.Context, c protocol.Case, round protocol.Round) (Driver, error) {
+	if c.Entry.Status != protocol.StatusAccepted || c.Entry.RevealSeen == nil {
+		return d, nil
+	}
+	b, err := rollouts.ResolveBeacon(d.p.Beacon, round, *c.Entry.RevealSeen)
+	if err != nil {
+		return nil, err
+	}
+	d.p.Beacon = b
+	return d, nil
+}
 
 func (d rolloutsDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
 	p := d.p
-	if p.Beacon.Value == "" || p.Beacon.Source == "" {
-		return nil, fmt.Errorf("%w: a rollouts audit needs --beacon and --beacon-source", ErrOptions)
-	}
 	p.Sequence = c.Sequence
 	return rollouts.Decide(ctx, c.Store, c.Refs, c.Entry, p)
 }
@@ -86,7 +97,18 @@ func (d rolloutsDriver) Redecide(ctx context.Context, c protocol.Case, recorded 
 	}
 	p := rollouts.Params{Sequence: c.Sequence}
 	if rv.Audit != nil {
-		p.Beacon, p.Full = rv.Audit.Beacon, rv.Audit.Full
+		p.Full = rv.Audit.Full
+		var r protocol.Round
+		if _, err := protocol.LoadAs(ctx, c.Store, c.Refs.Round, protocol.KindRound, &r); err != nil {
+			return nil, nil, fmt.Errorf("reading round: %w", err)
+		}
+		// A drand beacon is verified and its value derived again; a plain one
+		// is taken as recorded and regenerates as unverified.
+		b, err := rollouts.ResolveBeacon(rv.Audit.Beacon, r, rv.RevealCheck.RevealSeen)
+		if err != nil {
+			return nil, nil, fmt.Errorf("verdict %s: %w: %w", recorded.Desc.Digest, bundle.ErrVerify, err)
+		}
+		p.Beacon = b
 	}
 	v, err := rollouts.Decide(ctx, c.Store, c.Refs, c.Entry, p)
 	return v, nil, err
@@ -97,6 +119,10 @@ func (rolloutsDriver) Evidence(*bundle.Loaded) ([]digest.Digest, error) { return
 type optimizerDriver struct {
 	p       optimizer.Params
 	retrain bool
+}
+
+func (d optimizerDriver) Prepare(context.Context, protocol.Case, protocol.Round) (Driver, error) {
+	return d, nil
 }
 
 func (d optimizerDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
@@ -124,12 +150,17 @@ type scenariosDriver struct {
 	verifyOnly bool
 }
 
-func (d scenariosDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
-	v, err := scenarios.Decide(ctx, c, d.p)
-	if errors.Is(err, scenarios.ErrNoHidden) {
-		return nil, fmt.Errorf("%w: %v (--hidden)", ErrOptions, err)
+// Prepare refuses to evaluate an accepted reveal without the task's hidden
+// tests (scenarios.ErrNoHidden).
+func (d scenariosDriver) Prepare(_ context.Context, c protocol.Case, _ protocol.Round) (Driver, error) {
+	if c.Entry.Status == protocol.StatusAccepted && d.p.Hidden == "" {
+		return nil, scenarios.ErrNoHidden
 	}
-	return v, err
+	return d, nil
+}
+
+func (d scenariosDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
+	return scenarios.Decide(ctx, c, d.p)
 }
 
 func (d scenariosDriver) Redecide(ctx context.Context, c protocol.Case, recorded *bundle.Loaded) (Verdict, []protocol.Finding, error) {

@@ -13,12 +13,29 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // ErrTaskMismatch reports a reveal that belongs to another task than the one the
 // validator named.
 var ErrTaskMismatch = errors.New("the reveal belongs to another task")
+
+// ErrUnsupported reports an evaluation this feval cannot perform: the audit of
+// an accepted reveal of a protocol without a verdict format yet.
+var ErrUnsupported = errors.New("evaluating this protocol is not supported yet: only its reveal checks run")
+
+// RejectedError is a reveal that failed a reveal check, in a round whose
+// protocol has no verdict format: the check's outcome is the result.
+type RejectedError struct {
+	Reveal digest.Digest
+	Entry  protocol.Entry
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("reveal %s rejected (%s): %s", e.Reveal, e.Entry.Reason, e.Entry.Detail)
+}
 
 // Request is one evaluation a validator asks for.
 type Request struct {
@@ -58,11 +75,7 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("reveal %s: %w", req.Reveal, err)
 	}
-	refs, err := protocol.ResolveRefs(ctx, l, reveal)
-	if err != nil {
-		return Outcome{}, err
-	}
-	driver, err := req.Options.Driver(refs.Protocol)
+	refs, round, err := rollouts.ResolveRound(ctx, l, reveal)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -87,14 +100,28 @@ func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request)
 	if !ok {
 		return Outcome{}, fmt.Errorf("reveal %s was not found among the round's reveals", reveal.Digest)
 	}
+	driver, err := req.Options.Driver(round.Protocol)
+	if err != nil {
+		// The reveal checks are every protocol's; a protocol without a
+		// driver has no verdict format yet.
+		if entry.Status != protocol.StatusAccepted {
+			return Outcome{}, &RejectedError{Reveal: reveal.Digest, Entry: entry}
+		}
+		return Outcome{}, fmt.Errorf("reveal %s of a %s round passed the reveal checks: %w", reveal.Digest, round.Protocol, ErrUnsupported)
+	}
 	if refs, err = protocol.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
 		return Outcome{}, err
 	}
-	seq, err := nextSequence(l)
-	if err != nil {
+	c := protocol.Case{Store: l, Signer: s, Refs: refs, Entry: entry, Created: req.Created}
+	// The driver checks its options (the rollouts beacon) before anything is
+	// written.
+	if driver, err = driver.Prepare(ctx, c, round); err != nil {
 		return Outcome{}, err
 	}
-	v, err := driver.Decide(ctx, protocol.Case{Store: l, Signer: s, Refs: refs, Entry: entry, Sequence: seq, Created: req.Created})
+	if c.Sequence, err = nextSequence(l); err != nil {
+		return Outcome{}, err
+	}
+	v, err := driver.Decide(ctx, c)
 	if err != nil {
 		return Outcome{}, err
 	}

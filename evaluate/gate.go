@@ -5,7 +5,6 @@ package evaluate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 
@@ -15,11 +14,6 @@ import (
 	"github.com/feval/feval/protocol/scenarios"
 )
 
-// ScenarioTask is the part of a scenarios task's task.json the gate needs.
-type ScenarioTask struct {
-	Models []string `json:"models"`
-}
-
 // Gate runs the static gate of protocol over a submission tree. It never
 // executes submission code. It satisfies protocol.GateFunc.
 func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation, error) {
@@ -27,13 +21,9 @@ func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation
 	case "optimizer":
 		return gate.Optimizer(sub, gate.DefaultOptimizerLimits())
 	case "scenarios":
-		b, err := fs.ReadFile(task, "task.json")
+		st, err := scenarios.LoadTask(task)
 		if err != nil {
-			return nil, fmt.Errorf("scenarios task: %w", err)
-		}
-		var st ScenarioTask
-		if err := json.Unmarshal(b, &st); err != nil || len(st.Models) == 0 {
-			return nil, fmt.Errorf("scenarios task.json must list the allowed models")
+			return nil, err
 		}
 		return gate.Scenarios(sub, st.Models, gate.DefaultScenarioLimits())
 	case "rollouts":

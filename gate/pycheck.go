@@ -39,6 +39,8 @@ const (
 	RuleModuleAttribute     = "module-attribute"
 	RuleModuleReference     = "module-reference"
 	RuleModuleMutation      = "module-mutation"
+	RuleForeignMutation     = "foreign-mutation"
+	RuleSharedState         = "shared-state"
 	RuleDynamicAttribute    = "dynamic-attribute"
 	RuleClassReference      = "class-reference"
 )
@@ -105,6 +107,19 @@ type pyChecker struct {
 	moduleNames map[string]bool   // helpers, the class, constants
 	className   string            // the submission's optimizer class
 	classNames  map[string]bool   // names the class defines (methods, constants, self.X)
+	classBody   map[string]bool   // names bound directly in the class body
+	// moduleBinds counts the module-level bindings of each name (imports,
+	// defs, the class, assignments); moduleLiteral marks names assigned a
+	// literal at module level.
+	moduleBinds   map[string]int
+	moduleLiteral map[string]bool
+	// classOK marks the nodes where an imported class (Tensor, Optimizer,
+	// torch.Size ...) may appear: called, as isinstance's or issubclass's
+	// second argument, or in an annotation.
+	classOK map[uintptr]bool
+	// inMethodDefaults is set while the defaults of a method (a def directly
+	// in the class body) are checked: they are evaluated in the class body.
+	inMethodDefaults bool
 
 	depth         int
 	depthReported bool
@@ -153,7 +168,8 @@ func hasToken(n *sitter.Node, tok string) bool {
 // src is UTF-8 and parses.
 func checkPythonSource(path string, src []byte, limits OptimizerLimits, strict bool) ([]Violation, error) {
 	c := &pyChecker{src: src, path: path, limits: limits,
-		imports: map[string]string{}, moduleNames: map[string]bool{}, classNames: map[string]bool{}}
+		imports: map[string]string{}, moduleNames: map[string]bool{}, classNames: map[string]bool{},
+		classBody: map[string]bool{}, moduleBinds: map[string]int{}, moduleLiteral: map[string]bool{}, classOK: map[uintptr]bool{}}
 	if strict && !c.checkBytes() {
 		return c.vs, nil
 	}
@@ -410,23 +426,33 @@ func (c *pyChecker) checkModule(root *sitter.Node) {
 		case "import_statement", "import_from_statement", "future_import_statement":
 			c.checkImport(s)
 		case "function_definition":
-			c.moduleNames[c.text(s.ChildByFieldName("name"))] = true
+			c.bindModule(c.text(s.ChildByFieldName("name")))
 		case "class_definition":
 			classes = append(classes, s)
-			c.moduleNames[c.text(s.ChildByFieldName("name"))] = true
+			c.bindModule(c.text(s.ChildByFieldName("name")))
 		case "decorated_definition":
 			if d := s.ChildByFieldName("definition"); d != nil {
-				c.moduleNames[c.text(d.ChildByFieldName("name"))] = true
+				c.bindModule(c.text(d.ChildByFieldName("name")))
 				if d.Kind() == "class_definition" {
 					classes = append(classes, d)
 				}
 			}
 		case "expression_statement":
 			for _, k := range kids(s) {
-				if k.Kind() == "assignment" {
-					if l := k.ChildByFieldName("left"); l != nil && l.Kind() == "identifier" {
-						c.moduleNames[c.text(l)] = true
-					}
+				if k.Kind() != "assignment" {
+					continue
+				}
+				l, r := k.ChildByFieldName("left"), k.ChildByFieldName("right")
+				if l == nil || l.Kind() != "identifier" {
+					continue
+				}
+				if r == nil {
+					c.moduleNames[c.text(l)] = true // an annotation alone binds nothing
+					continue
+				}
+				c.bindModule(c.text(l))
+				if c.isConst(r) {
+					c.moduleLiteral[c.text(l)] = true
 				}
 			}
 		}
@@ -473,6 +499,41 @@ func (c *pyChecker) checkModule(root *sitter.Node) {
 			c.report(RuleModuleStatement, s, "%s is not allowed at module level (only imports, the class, helper functions, constants and docstrings)", s.Kind())
 		}
 	}
+}
+
+// bindModule records a module-level binding of name.
+func (c *pyChecker) bindModule(name string) {
+	c.moduleNames[name] = true
+	c.moduleBinds[name]++
+}
+
+// isModuleConstant reports whether name, read where a default value of a def
+// is evaluated (scope sc), is a module-level constant: bound exactly once at
+// module level, to a literal, and not bound in any enclosing function or, for
+// a method's defaults, in the class body. Literals are immutable, so such a
+// default cannot carry state from one call or instance to the next.
+func (c *pyChecker) isModuleConstant(name string, sc *scope) bool {
+	if c.moduleBinds[name] != 1 || !c.moduleLiteral[name] || sc.local(name) || c.imports[name] != "" {
+		return false
+	}
+	return !(c.inMethodDefaults && c.classBody[name])
+}
+
+// isDefault reports whether v may be a def parameter's default: a literal, a
+// module-level constant (isModuleConstant), or a tuple of those.
+func (c *pyChecker) isDefault(v *sitter.Node, sc *scope) bool {
+	switch v.Kind() {
+	case "identifier":
+		return c.isModuleConstant(c.text(v), sc)
+	case "tuple", "parenthesized_expression":
+		for _, k := range kids(v) {
+			if !c.isDefault(k, sc) {
+				return false
+			}
+		}
+		return true
+	}
+	return c.isConst(v)
 }
 
 func decorators(n *sitter.Node) []*sitter.Node {
@@ -644,11 +705,13 @@ func (c *pyChecker) collectClassNames(cl *sitter.Node) {
 		case "function_definition":
 			if p := n.Parent(); p != nil && (p.Id() == body.Id() || p.Kind() == "decorated_definition" && p.Parent() != nil && p.Parent().Id() == body.Id()) {
 				c.classNames[c.text(n.ChildByFieldName("name"))] = true
+				c.classBody[c.text(n.ChildByFieldName("name"))] = true
 			}
 		case "assignment", "augmented_assignment":
 			if l := n.ChildByFieldName("left"); l != nil {
 				if l.Kind() == "identifier" && n.Parent() != nil && n.Parent().Parent() != nil && n.Parent().Parent().Id() == body.Id() {
 					c.classNames[c.text(l)] = true
+					c.classBody[c.text(l)] = true
 				}
 				c.collectSelfTargets(l)
 			}
@@ -838,7 +901,9 @@ func (c *pyChecker) checkFunction(fn *sitter.Node, decs []*sitter.Node, enclosin
 	}
 	sc := newScope(enclosing)
 	params := fn.ChildByFieldName("parameters")
+	c.inMethodDefaults = method
 	c.checkParameters(params, sc, enclosing, true)
+	c.inMethodDefaults = false
 	if rt := fn.ChildByFieldName("return_type"); rt != nil {
 		c.checkType(rt, enclosing)
 	}
@@ -877,8 +942,8 @@ func (c *pyChecker) checkParameters(params *sitter.Node, sc, enclosing *scope, i
 			}
 			v := p.ChildByFieldName("value")
 			if isDef {
-				if !c.isConst(v) {
-					c.report(RuleNonConstant, v, "default value of %s must be a literal constant", c.text(n))
+				if !c.isDefault(v, enclosing) {
+					c.report(RuleNonConstant, v, "default value of %s must be a literal or a module-level constant bound once to a literal", c.text(n))
 				}
 			} else {
 				c.checkExpr(v, enclosing)
@@ -1137,15 +1202,15 @@ func (c *pyChecker) checkTarget(t *sitter.Node, sc *scope) {
 	case "identifier":
 		c.checkBind(t)
 	case "attribute":
-		names, root := flattenAttr(c, t)
-		if root.Kind() == "identifier" && c.isImport(c.text(root), sc) {
-			c.report(RuleModuleMutation, t, "assignment to %s", c.importChain(root, names))
-			return
+		if c.checkMutation(t, sc) {
+			names, root := flattenAttr(c, t)
+			c.checkObjectAttrs(root, names, t, sc)
+			c.checkExpr(root, sc)
 		}
-		c.checkObjectAttrs(root, names, t, sc)
-		c.checkExpr(root, sc)
 	case "subscript":
-		c.checkExpr(t, sc)
+		if c.checkMutation(t, sc) {
+			c.checkExpr(t, sc)
+		}
 	case "pattern_list", "tuple_pattern", "list_pattern", "tuple", "list", "expression_list",
 		"parenthesized_expression", "list_splat_pattern", "list_splat":
 		for _, k := range kids(t) {
@@ -1154,6 +1219,91 @@ func (c *pyChecker) checkTarget(t *sitter.Node, sc *scope) {
 	default:
 		c.report(RuleForbiddenSyntax, t, "assignment target %s is not allowed", t.Kind())
 	}
+}
+
+// mutationRoot returns the object at the root of a store or delete target:
+// attributes, subscripts and parentheses are stripped, and getattr(x, ...)
+// stands for x, so the root is found whatever the form of the expression.
+func (c *pyChecker) mutationRoot(t *sitter.Node) *sitter.Node {
+	for {
+		switch t.Kind() {
+		case "attribute":
+			t = t.ChildByFieldName("object")
+		case "subscript":
+			t = t.ChildByFieldName("value")
+		case "parenthesized_expression":
+			ks := kids(t)
+			if len(ks) != 1 {
+				return t
+			}
+			t = ks[0]
+		case "call":
+			fn, args := t.ChildByFieldName("function"), t.ChildByFieldName("arguments")
+			if fn == nil || fn.Kind() != "identifier" || c.text(fn) != "getattr" || args == nil || args.Kind() != "argument_list" || len(kids(args)) == 0 {
+				return t
+			}
+			t = kids(args)[0]
+		default:
+			return t
+		}
+		if t == nil {
+			return nil
+		}
+	}
+}
+
+// checkMutation checks an attribute or subscript being assigned (plainly or
+// augmented), deleted or bound as a loop or with target. A submission may
+// only change its own objects:
+//   - an attribute only as self.NAME, on the instance, in a method of the
+//     class (attributes of functions, classes, modules and every other
+//     object would outlive the instance or reach into the trainer);
+//   - an item only of an object named by a local variable or by self.
+//
+// Anything rooted at an imported name is module-mutation, at a module-level
+// name (a helper, the class, a constant) shared-state, and every other form
+// (call results, parenthesized expressions, parameters' attributes, chains
+// below self) foreign-mutation. It reports whether the target passed, so the
+// caller checks the expression further only then.
+func (c *pyChecker) checkMutation(t *sitter.Node, sc *scope) bool {
+	what := "item"
+	if t.Kind() == "attribute" {
+		what = "attribute"
+	}
+	root := c.mutationRoot(t)
+	if root != nil && root.Kind() == "identifier" {
+		name := c.text(root)
+		switch {
+		case c.isImport(name, sc):
+			c.report(RuleModuleMutation, t, "changing an %s of the imported name %s (%s)", what, name, c.snippet(t))
+			return false
+		case !sc.local(name) && c.moduleNames[name]:
+			c.report(RuleSharedState, t, "changing an %s of the module-level %s outlives the optimizer instance (%s)", what, name, c.snippet(t))
+			return false
+		}
+	}
+	if what == "attribute" {
+		obj := t.ChildByFieldName("object")
+		if obj != nil && obj.Kind() == "identifier" && c.text(obj) == "self" && sc.isInstance() {
+			return true
+		}
+		c.report(RuleForeignMutation, t, "only self.NAME may be assigned or deleted, in a method of the class (%s)", c.snippet(t))
+		return false
+	}
+	if root != nil && root.Kind() == "identifier" && sc.local(c.text(root)) {
+		return true
+	}
+	c.report(RuleForeignMutation, t, "items may only be changed on objects named by a local variable or self (%s)", c.snippet(t))
+	return false
+}
+
+// snippet returns n's source text for a violation's detail, shortened.
+func (c *pyChecker) snippet(n *sitter.Node) string {
+	s := []rune(strings.Join(strings.Fields(c.text(n)), " "))
+	if len(s) > 60 {
+		return string(s[:60]) + "..."
+	}
+	return string(s)
 }
 
 // ---- expressions ----
@@ -1237,6 +1387,8 @@ func (c *pyChecker) checkName(id *sitter.Node, sc *scope) {
 	case c.imports[name] != "":
 		if canon := c.imports[name]; canon == "torch" || canon == "math" {
 			c.report(RuleModuleReference, id, "module %s may only be used as torch.NAME / math.NAME", name)
+		} else if torchClass(canon) && !c.classOK[id.Id()] {
+			c.report(RuleModuleReference, id, "class %s may only be called, used in isinstance/issubclass or in an annotation", name)
 		}
 	case name == c.className:
 		c.report(RuleClassReference, id, "the optimizer class may only be named in super(%s, self)", name)
@@ -1272,6 +1424,8 @@ func (c *pyChecker) checkChain(root *sitter.Node, names []string, at *sitter.Nod
 		}
 		if !allowed {
 			c.report(RuleModuleAttribute, at, "%s is not an allowed %s attribute", full, strings.SplitN(canon, ".", 2)[0])
+		} else if torchClass(full) && !c.classOK[at.Id()] {
+			c.report(RuleModuleReference, at, "class %s may only be called, used in isinstance/issubclass or in an annotation", full)
 		}
 		return
 	}
@@ -1311,6 +1465,15 @@ func (c *pyChecker) checkCall(n *sitter.Node, sc *scope) {
 		c.checkGetattr(n, c.text(fn), args, sc)
 		return
 	}
+	if fn != nil {
+		c.classOK[fn.Id()] = true
+	}
+	if fn != nil && fn.Kind() == "identifier" && (c.text(fn) == "isinstance" || c.text(fn) == "issubclass") &&
+		!sc.local(c.text(fn)) && args != nil && args.Kind() == "argument_list" {
+		if as := kids(args); len(as) == 2 {
+			c.markClassOK(as[1])
+		}
+	}
 	c.checkExpr(fn, sc)
 	if fn != nil && fn.Kind() == "identifier" && c.text(fn) == "super" && !sc.local("super") && args != nil && args.Kind() == "argument_list" {
 		// super(Class, self): the class name is allowed as the first argument.
@@ -1321,6 +1484,19 @@ func (c *pyChecker) checkCall(n *sitter.Node, sc *scope) {
 		}
 	}
 	c.checkArgs(args, sc)
+}
+
+// markClassOK marks a class operand of isinstance or issubclass (a name, a
+// chain, or a tuple of them) as a place where an imported class may appear.
+func (c *pyChecker) markClassOK(n *sitter.Node) {
+	switch n.Kind() {
+	case "identifier", "attribute":
+		c.classOK[n.Id()] = true
+	case "tuple", "parenthesized_expression":
+		for _, k := range kids(n) {
+			c.markClassOK(k)
+		}
+	}
 }
 
 func (c *pyChecker) checkArgs(args *sitter.Node, sc *scope) {
@@ -1488,6 +1664,7 @@ func (c *pyChecker) checkType(t *sitter.Node, sc *scope) {
 			c.checkType(k, sc)
 		}
 	case "identifier", "attribute", "none", "ellipsis":
+		c.classOK[t.Id()] = true
 		c.checkExpr(t, sc)
 	case "string", "concatenated_string":
 		if !c.isConst(t) {

@@ -101,6 +101,19 @@ linalg.solve linalg.lstsq linalg.matrix_power linalg.det linalg.slogdet
 linalg.cross linalg.multi_dot linalg.matrix_rank linalg.vecdot linalg.diagonal
 `)
 
+// torchClasses are the classes among the allowed torch names (canonical
+// dotted paths). A class is never a value in a submission: it may only be
+// called, be an operand of isinstance or issubclass, or appear in an
+// annotation, so no alias of it can have attributes assigned.
+var torchClasses = setOf(`
+torch.Tensor torch.Size torch.Generator torch.device torch.dtype torch.finfo
+torch.iinfo torch.no_grad torch.enable_grad torch.optim.Optimizer
+torch.optim.optimizer.Optimizer
+`)
+
+// torchClass reports whether the canonical dotted path names a torch class.
+func torchClass(path string) bool { return torchClasses[path] }
+
 // torchForeachPrefix names the family of fused multi-tensor functions
 // (torch._foreach_add_, torch._foreach_mul ...) that real optimizers use.
 const torchForeachPrefix = "_foreach_"

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/feval/feval/internal/strictjson"
 )
 
 // JSONError is a JSON document that is not strict JSON or does not decode
@@ -38,11 +40,9 @@ const strictJSONDepth = 16
 //   - no null, and numbers are integers that fit in 64 bits (no fraction,
 //     no exponent);
 //   - nesting at most strictJSONDepth;
-//   - every key names a field of v (unknown fields are rejected).
-//
-// Because keys are restricted to lower-case ASCII and v's fields are tagged
-// with exactly such names, encoding/json's case-insensitive matching cannot
-// map a key to a field of another name.
+//   - every key is exactly the name of a field of v (strictjson.Decode, the
+//     decoder of every feval record: names match case-sensitively and unknown
+//     fields are rejected).
 func decodeStrict(data []byte, v any) *JSONError {
 	if !utf8.Valid(data) {
 		return &JSONError{Msg: "not valid UTF-8"}
@@ -50,12 +50,18 @@ func decodeStrict(data []byte, v any) *JSONError {
 	if err := checkStrictJSON(data); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return &JSONError{Schema: true, Line: lineAt(data, te.Offset), Msg: fmt.Sprintf("field %s: %s value where %s is expected", te.Field, te.Value, te.Type)}
+	if err := strictjson.Decode(data, v); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			line := 0
+			if se.Offset > 0 {
+				line = lineAt(data, se.Offset)
+			}
+			msg := se.Error()
+			if se.Path != "" {
+				msg = "field " + msg
+			}
+			return &JSONError{Schema: true, Line: line, Msg: msg}
 		}
 		return &JSONError{Schema: true, Msg: err.Error()}
 	}

@@ -98,3 +98,15 @@ func BenchmarkMeter(b *testing.B) {
 	b.ReportMetric(throughput(up), "direct-calls/s")
 	b.ReportMetric(throughput(base), "calls/s")
 }
+
+// BenchmarkCanonicalRequest is the meter's own per-request parsing cost (the
+// canonical form and digest of a small chat request), apart from HTTP.
+func BenchmarkCanonicalRequest(b *testing.B) {
+	body := chat("gpt-oss-120b", "Summarise the parser module in one paragraph.", map[string]any{"max_tokens": 64, "temperature": 0.2})
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if meter.RequestDigest(body) == "" {
+			b.Fatal("no digest")
+		}
+	}
+}

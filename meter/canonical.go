@@ -2,12 +2,12 @@ package meter
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/opencontainers/go-digest"
@@ -25,17 +25,16 @@ func CanonicalRequest(raw []byte) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, errors.New("request body is not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var buf bytes.Buffer
-	buf.Grow(len(raw))
-	if err := canonValue(dec, &buf, 0); err != nil {
+	s := scanner{in: raw, out: make([]byte, 0, len(raw))}
+	s.skipSpace()
+	if err := s.value(0); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	s.skipSpace()
+	if s.pos != len(s.in) {
 		return nil, errors.New("trailing data after the JSON value")
 	}
-	return buf.Bytes(), nil
+	return s.out, nil
 }
 
 // RequestDigest is the digest that keys a request in receipts and traces: the
@@ -48,128 +47,347 @@ func RequestDigest(raw []byte) digest.Digest {
 	return digest.FromBytes(raw)
 }
 
-func canonValue(dec *json.Decoder, w *bytes.Buffer, depth int) error {
+// scanner is a one-pass JSON reader that writes the canonical form as it goes
+// (objects are buffered to sort their members). Its input is valid UTF-8.
+type scanner struct {
+	in  []byte
+	pos int
+	out []byte
+}
+
+var errEnd = errors.New("invalid JSON: unexpected end of input")
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.in) {
+		switch s.in[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) syntax(what string) error {
+	if s.pos >= len(s.in) {
+		return errEnd
+	}
+	return fmt.Errorf("invalid JSON: %s at offset %d", what, s.pos)
+}
+
+func (s *scanner) value(depth int) error {
 	if depth > maxJSONDepth {
 		return fmt.Errorf("JSON nested deeper than %d levels", maxJSONDepth)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
+	if s.pos >= len(s.in) {
+		return errEnd
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return canonObject(dec, w, depth)
-		case '[':
-			w.WriteByte('[')
-			for i := 0; dec.More(); i++ {
-				if i > 0 {
-					w.WriteByte(',')
-				}
-				if err := canonValue(dec, w, depth+1); err != nil {
-					return err
-				}
-			}
-			if _, err := dec.Token(); err != nil {
-				return fmt.Errorf("invalid JSON: %w", err)
-			}
-			w.WriteByte(']')
-			return nil
-		}
-		return fmt.Errorf("invalid JSON: unexpected %q", t)
-	case string:
-		writeString(w, t)
-	case json.Number:
-		n, err := canonNumber(string(t))
+	switch c := s.in[s.pos]; {
+	case c == '{':
+		return s.object(depth)
+	case c == '[':
+		return s.array(depth)
+	case c == '"':
+		str, err := s.str()
 		if err != nil {
 			return err
 		}
-		w.WriteString(n)
-	case bool:
-		if t {
-			w.WriteString("true")
-		} else {
-			w.WriteString("false")
-		}
-	case nil:
-		w.WriteString("null")
+		s.out = appendString(s.out, str)
+		return nil
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
 	}
+	return s.syntax("unexpected character")
+}
+
+func (s *scanner) literal(lit string) error {
+	if !bytes.HasPrefix(s.in[s.pos:], []byte(lit)) {
+		return s.syntax("invalid literal")
+	}
+	s.pos += len(lit)
+	s.out = append(s.out, lit...)
 	return nil
 }
 
-func canonObject(dec *json.Decoder, w *bytes.Buffer, depth int) error {
+func (s *scanner) array(depth int) error {
+	s.pos++ // [
+	s.out = append(s.out, '[')
+	s.skipSpace()
+	if s.pos < len(s.in) && s.in[s.pos] == ']' {
+		s.pos++
+		s.out = append(s.out, ']')
+		return nil
+	}
+	for {
+		s.skipSpace()
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		s.skipSpace()
+		if s.pos >= len(s.in) {
+			return errEnd
+		}
+		switch s.in[s.pos] {
+		case ',':
+			s.pos++
+			s.out = append(s.out, ',')
+		case ']':
+			s.pos++
+			s.out = append(s.out, ']')
+			return nil
+		default:
+			return s.syntax("expected ',' or ']'")
+		}
+	}
+}
+
+func (s *scanner) object(depth int) error {
+	s.pos++ // {
 	type member struct {
 		key string
 		val []byte
 	}
 	var ms []member
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	outer := s.out
+	s.skipSpace()
+	if s.pos < len(s.in) && s.in[s.pos] == '}' {
+		s.pos++
+		s.out = append(outer, '{', '}')
+		return nil
+	}
+	for {
+		s.skipSpace()
+		if s.pos >= len(s.in) || s.in[s.pos] != '"' {
+			return s.syntax("expected a string key")
+		}
+		k, err := s.str()
 		if err != nil {
-			return fmt.Errorf("invalid JSON: %w", err)
-		}
-		k, ok := tok.(string)
-		if !ok {
-			return errors.New("invalid JSON: object key is not a string")
-		}
-		if seen[k] {
-			return fmt.Errorf("duplicate key %q", k)
-		}
-		seen[k] = true
-		var v bytes.Buffer
-		if err := canonValue(dec, &v, depth+1); err != nil {
 			return err
 		}
-		ms = append(ms, member{k, v.Bytes()})
-	}
-	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
+		for _, m := range ms {
+			if m.key == k {
+				return fmt.Errorf("duplicate key %q", k)
+			}
+		}
+		s.skipSpace()
+		if s.pos >= len(s.in) || s.in[s.pos] != ':' {
+			return s.syntax("expected ':'")
+		}
+		s.pos++
+		s.skipSpace()
+		s.out = nil
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		ms = append(ms, member{k, s.out})
+		s.skipSpace()
+		if s.pos >= len(s.in) {
+			return errEnd
+		}
+		if c := s.in[s.pos]; c == ',' {
+			s.pos++
+			continue
+		} else if c != '}' {
+			return s.syntax("expected ',' or '}'")
+		}
+		s.pos++
+		break
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].key < ms[j].key })
-	w.WriteByte('{')
+	out := append(outer, '{')
 	for i, m := range ms {
 		if i > 0 {
-			w.WriteByte(',')
+			out = append(out, ',')
 		}
-		writeString(w, m.key)
-		w.WriteByte(':')
-		w.Write(m.val)
+		out = appendString(out, m.key)
+		out = append(out, ':')
+		out = append(out, m.val...)
 	}
-	w.WriteByte('}')
+	s.out = append(out, '}')
 	return nil
 }
 
-func writeString(w *bytes.Buffer, s string) {
+// str reads a string literal and returns its decoded value. A lone UTF-16
+// surrogate escape decodes to U+FFFD, as encoding/json does.
+func (s *scanner) str() (string, error) {
+	s.pos++ // opening quote
+	start := s.pos
+	for s.pos < len(s.in) {
+		c := s.in[s.pos]
+		switch {
+		case c == '"':
+			v := string(s.in[start:s.pos])
+			s.pos++
+			return v, nil
+		case c == '\\':
+			return s.strSlow(start)
+		case c < 0x20:
+			return "", s.syntax("control character in string")
+		}
+		s.pos++
+	}
+	return "", errEnd
+}
+
+func (s *scanner) strSlow(start int) (string, error) {
+	b := append([]byte(nil), s.in[start:s.pos]...)
+	for s.pos < len(s.in) {
+		c := s.in[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return string(b), nil
+		case c < 0x20:
+			return "", s.syntax("control character in string")
+		case c != '\\':
+			b = append(b, c)
+			s.pos++
+			continue
+		}
+		if s.pos+1 >= len(s.in) {
+			return "", errEnd
+		}
+		e := s.in[s.pos+1]
+		s.pos += 2
+		switch e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r, ok := s.hex4()
+			if !ok {
+				return "", s.syntax("invalid \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := unicode.ReplacementChar
+				if save := s.pos; s.pos+1 < len(s.in) && s.in[s.pos] == '\\' && s.in[s.pos+1] == 'u' {
+					s.pos += 2
+					if lo, ok := s.hex4(); ok {
+						if d := utf16.DecodeRune(r, lo); d != unicode.ReplacementChar {
+							r2 = d
+						} else {
+							s.pos = save // not a pair: the second escape stands alone
+						}
+					} else {
+						return "", s.syntax("invalid \\u escape")
+					}
+				}
+				r = r2
+			}
+			b = utf8.AppendRune(b, r)
+		default:
+			return "", s.syntax("invalid escape")
+		}
+	}
+	return "", errEnd
+}
+
+func (s *scanner) hex4() (rune, bool) {
+	if s.pos+4 > len(s.in) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.in[s.pos : s.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	s.pos += 4
+	return r, true
+}
+
+// number reads a number literal by JSON's grammar and writes its canonical form.
+func (s *scanner) number() error {
+	start := s.pos
+	digits := func() int {
+		n := 0
+		for s.pos < len(s.in) && s.in[s.pos] >= '0' && s.in[s.pos] <= '9' {
+			s.pos++
+			n++
+		}
+		return n
+	}
+	if s.in[s.pos] == '-' {
+		s.pos++
+	}
+	if s.pos < len(s.in) && s.in[s.pos] == '0' {
+		s.pos++
+	} else if digits() == 0 {
+		return s.syntax("invalid number")
+	}
+	if s.pos < len(s.in) && s.in[s.pos] == '.' {
+		s.pos++
+		if digits() == 0 {
+			return s.syntax("invalid number")
+		}
+	}
+	if s.pos < len(s.in) && (s.in[s.pos] == 'e' || s.in[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(s.in) && (s.in[s.pos] == '+' || s.in[s.pos] == '-') {
+			s.pos++
+		}
+		if digits() == 0 {
+			return s.syntax("invalid number")
+		}
+	}
+	n, err := canonNumber(string(s.in[start:s.pos]))
+	if err != nil {
+		return err
+	}
+	s.out = append(s.out, n...)
+	return nil
+}
+
+func appendString(w []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	w.WriteByte('"')
+	w = append(w, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"':
-			w.WriteString(`\"`)
+			w = append(w, '\\', '"')
 		case c == '\\':
-			w.WriteString(`\\`)
+			w = append(w, '\\', '\\')
 		case c == '\b':
-			w.WriteString(`\b`)
+			w = append(w, '\\', 'b')
 		case c == '\f':
-			w.WriteString(`\f`)
+			w = append(w, '\\', 'f')
 		case c == '\n':
-			w.WriteString(`\n`)
+			w = append(w, '\\', 'n')
 		case c == '\r':
-			w.WriteString(`\r`)
+			w = append(w, '\\', 'r')
 		case c == '\t':
-			w.WriteString(`\t`)
+			w = append(w, '\\', 't')
 		case c < 0x20:
-			w.WriteString(`\u00`)
-			w.WriteByte(hex[c>>4])
-			w.WriteByte(hex[c&0xF])
+			w = append(w, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
 		default:
-			w.WriteByte(c)
+			w = append(w, c)
 		}
 	}
-	w.WriteByte('"')
+	return append(w, '"')
 }
 
 // maxExponent bounds the decimal exponent of a number in a request.

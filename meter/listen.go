@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -42,7 +44,8 @@ func Listen(addr string) (net.Listener, error) {
 // Serve serves h on ln until ctx ends, then shuts down gracefully (calls in
 // flight finish, bounded by 10 s).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: log.New(io.Discard, "", 0)} // a library never prints
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -421,6 +421,9 @@ func (s *Scenario) forward(w http.ResponseWriter, ctx context.Context, c *call) 
 			body = c.raw
 		}
 		ex = m.forward(ctx, c.model, body, c.req.Stream, emit)
+		if c.req.Stream && len(ex.Chunks) > 0 {
+			ex.Assembled = assemble(ex.Chunks)
+		}
 	}
 	c.entry.Upstream = ex
 	c.receipt.Attempts, c.receipt.UpstreamStatus = ex.Attempts, ex.Status

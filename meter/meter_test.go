@@ -171,6 +171,10 @@ func TestStreamedCall(t *testing.T) {
 						t.Fatalf("chunk boundary lost: %q", c)
 					}
 				}
+				// ... and the answer they add up to.
+				if a := te.Upstream.Assembled; a == nil || a.Content != content.String() || a.FinishReason != "stop" {
+					t.Fatalf("assembled %+v, streamed content %q", a, content.String())
+				}
 			}
 		})
 	}

@@ -100,6 +100,25 @@ type Exchange struct {
 	// Failure names why the last attempt failed ("" if it did not): see
 	// docs/METER.md, "Failures".
 	Failure string `json:"failure,omitempty"`
+	// Assembled is a streamed answer reassembled from its chunks' deltas.
+	Assembled *Assembled `json:"assembled,omitempty"`
+}
+
+// Assembled is the message a streamed answer adds up to: its content, tool
+// calls and finish reason, joined from the chunks' deltas in order.
+type Assembled struct {
+	Content      string          `json:"content"`
+	ToolCalls    []AssembledCall `json:"tool_calls,omitempty"`
+	FinishReason string          `json:"finish_reason,omitempty"`
+}
+
+// AssembledCall is one tool call of a streamed answer.
+type AssembledCall struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Timing is a call's wall-clock account, kept apart from receipts and traces.
@@ -125,6 +144,7 @@ type Recorder struct {
 	trace       []TraceEntry
 	timings     []Timing
 	divergences []Divergence
+	byScenario  map[string][]int // indexes into receipts, in recording order
 }
 
 // NewRecorder returns an empty recorder.
@@ -133,6 +153,10 @@ func NewRecorder() *Recorder { return &Recorder{} }
 func (r *Recorder) add(rc Receipt, te TraceEntry, t Timing, div *Divergence) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.byScenario == nil {
+		r.byScenario = map[string][]int{}
+	}
+	r.byScenario[rc.Scenario] = append(r.byScenario[rc.Scenario], len(r.receipts))
 	r.receipts = append(r.receipts, rc)
 	r.trace = append(r.trace, te)
 	r.timings = append(r.timings, t)
@@ -155,6 +179,26 @@ func (r *Recorder) Receipts() []Receipt {
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return less(out[i].Scenario, out[i].Seq, out[j].Scenario, out[j].Seq) })
 	return out
+}
+
+// ScenarioReceipts returns the receipts of one scenario from its from-th
+// recorded one on (0-based, in recording order), sorted by sequence number,
+// and how many receipts the scenario has recorded in all. A caller that
+// serialises a scenario's calls (the policy sidecar) reads each request's
+// receipts with it in time proportional to their number.
+func (r *Recorder) ScenarioReceipts(scenario string, from int) ([]Receipt, int) {
+	r.mu.Lock()
+	idx := r.byScenario[scenario]
+	var out []Receipt
+	if from < len(idx) {
+		out = make([]Receipt, 0, len(idx)-from)
+		for _, i := range idx[max(from, 0):] {
+			out = append(out, r.receipts[i])
+		}
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, len(idx)
 }
 
 // Trace returns the trace entries sorted by scenario, then sequence number.

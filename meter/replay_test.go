@@ -111,6 +111,13 @@ func TestRecordThenReplay(t *testing.T) {
 		t.Fatalf("occurrences %+v %+v", rs[3], rs[4])
 	}
 
+	// A streamed tool call is kept as its chunks and as the call they add up to.
+	if te := m.Recorder().Trace()[7]; te.Scenario != "scn-b" || te.Seq != 2 || te.Upstream.Assembled == nil ||
+		len(te.Upstream.Assembled.ToolCalls) != 1 || te.Upstream.Assembled.ToolCalls[0].Name != "shell" ||
+		te.Upstream.Assembled.ToolCalls[0].Arguments != "{}" || te.Upstream.Assembled.FinishReason != "tool_calls" {
+		t.Fatalf("streamed tool call in the trace: %+v", te.Upstream)
+	}
+
 	st1, signer := testStore(t)
 	subject, err := bundle.PushData(ctx, st1, "submission", []byte("the evaluated pack"))
 	if err != nil {

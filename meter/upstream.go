@@ -320,3 +320,61 @@ func (u *usage) valid() bool {
 	return u != nil && u.PromptTokens != nil && u.CompletionTokens != nil &&
 		*u.PromptTokens >= 0 && *u.CompletionTokens >= 0
 }
+
+// assemble joins a streamed answer's deltas (choice 0) into one message.
+func assemble(chunks []string) *Assembled {
+	a := &Assembled{}
+	var b strings.Builder
+	for _, ev := range chunks {
+		d := eventData(ev)
+		if d == "" || d == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Index int `json:"index"`
+				Delta struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Type     string `json:"type"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(d), &c) != nil {
+			continue
+		}
+		for _, ch := range c.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			if ch.Delta.Content != nil {
+				b.WriteString(*ch.Delta.Content)
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				i := len(a.ToolCalls) - 1
+				if i < 0 || a.ToolCalls[i].Index != tc.Index {
+					a.ToolCalls = append(a.ToolCalls, AssembledCall{Index: tc.Index})
+					i++
+				}
+				t := &a.ToolCalls[i]
+				t.ID += tc.ID
+				t.Type += tc.Type
+				t.Name += tc.Function.Name
+				t.Arguments += tc.Function.Arguments
+			}
+			if ch.FinishReason != nil {
+				a.FinishReason = *ch.FinishReason
+			}
+		}
+	}
+	a.Content = b.String()
+	return a
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -83,6 +84,10 @@ func TestCheckMessage(t *testing.T) {
 		{`{"role":"assistant","content":"x","tool_calls":[{"id":"a","type":"web","function":{"name":"f","arguments":"{}"}}]}`, false},
 		{`{"role":"assistant","content":"x","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":{}}}]}`, false},
 		{`[]`, false},
+		{`{"ROLE":"assistant","content":"x"}`, false},
+		{`{"role":"assistant","Content":"x"}`, false},
+		{`{"role":"assistant","content":"x","tool_calls":{}}`, false},
+		{`{"role":"assistant","content":null,"tool_calls":[{"ID":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}`, false},
 		{`"text"`, false},
 	} {
 		if _, err := checkMessage([]byte(c.msg)); (err == nil) != c.ok {
@@ -94,14 +99,36 @@ func TestCheckMessage(t *testing.T) {
 // FuzzAgentRequest: the agent's request parser never panics, and a request
 // it accepts has messages with roles.
 func FuzzAgentRequest(f *testing.F) {
-	for _, s := range []string{`{"messages":[{"role":"user","content":"x"}]}`, `{"messages":[],"stream":true}`,
+	for _, s := range []string{`{"messages":[{"role":"user","content":"x"}]}`, `{"messages":[],"stream":true}`, `{"messages":[{"role":"a","role":"user","content":"x\\"y"}, {"ro\u006ce":"tool","content":null}]}`,
+		` { "messages" : [ { "content" : [1, {"a":"]"}], "role" : "system" } ] } `, `{"messages":[{"Role":"user"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{}],"stream_options":{"include_usage":true}}`, `null`, `{`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseAgentRequest(b)
-		if err == nil && (len(r.messages) == 0 || len(r.msgs) != len(r.messages)) {
+		if err != nil {
+			return
+		}
+		if len(r.messages) == 0 || len(r.msgs) != len(r.messages) {
 			t.Fatalf("accepted %q without messages", b)
+		}
+		// The scanners agree with encoding/json.
+		var want []json.RawMessage
+		if err := json.Unmarshal(r.fields["messages"], &want); err != nil || len(want) != len(r.messages) {
+			t.Fatalf("%q: split into %d messages, encoding/json %d (%v)", b, len(r.messages), len(want), err)
+		}
+		for i := range want {
+			if !bytes.Equal(compactJSON(want[i]), compactJSON(r.messages[i])) {
+				t.Fatalf("%q: message %d is %s, want %s", b, i, r.messages[i], want[i])
+			}
+			var fields map[string]json.RawMessage
+			var role string
+			if json.Unmarshal(want[i], &fields) != nil || json.Unmarshal(fields["role"], &role) != nil || role != r.msgs[i].role {
+				t.Fatalf("%q: message %d role %q", b, i, r.msgs[i].role)
+			}
+			if !bytes.Equal(compactJSON(fields["content"]), compactJSON(r.msgs[i].content)) {
+				t.Fatalf("%q: message %d content %s, want %s", b, i, r.msgs[i].content, fields["content"])
+			}
 		}
 	})
 }
@@ -125,4 +152,42 @@ func FuzzPolicyAnswer(f *testing.F) {
 			checkMessage(asm.message())
 		}
 	})
+}
+
+func compactJSON(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	var out bytes.Buffer
+	json.Compact(&out, b)
+	return out.Bytes()
+}
+
+// TestPatterns: every pattern the gate accepts has its expression here, and
+// each matches what POLICY.md says it does.
+func TestPatterns(t *testing.T) {
+	if len(gate.Patterns) != len(PatternExpressions) {
+		t.Fatalf("gate has %d patterns, the sidecar %d", len(gate.Patterns), len(PatternExpressions))
+	}
+	cases := map[string][2]string{
+		"code":         {"see\n```go\nx := 1\n```", "inline `code` only"},
+		"diff":         {"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@", "a -- b"},
+		"error":        {"Traceback (most recent call last):", "all green"},
+		"failing_test": {"FAILED tests/test_x.py::test_y", "42 passed"},
+		"path":         {"look at src/parser.py please", "no file here."},
+		"question":     {"does it work? ", "it works."},
+	}
+	for _, p := range gate.Patterns {
+		if _, ok := PatternExpressions[p]; !ok {
+			t.Errorf("pattern %s has no expression", p)
+		}
+		c, ok := cases[p]
+		if !ok {
+			t.Errorf("pattern %s has no test case", p)
+			continue
+		}
+		if !patterns[p].MatchString(c[0]) || patterns[p].MatchString(c[1]) {
+			t.Errorf("pattern %s: %q should match, %q should not", p, c[0], c[1])
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -43,11 +44,12 @@ const (
 
 // jsonEngine interprets a policy.json; it holds the session state.
 type jsonEngine struct {
-	s      *Sidecar
-	p      *gate.Policy
-	sticky *gate.Route
-	task   json.RawMessage // the kept task message (session.keep_task)
-	client *http.Client
+	s       *Sidecar
+	p       *gate.Policy
+	sticky  *gate.Route
+	task    json.RawMessage // the kept task message (session.keep_task), compact
+	taskRaw json.RawMessage // as the agent sent it
+	client  *http.Client
 }
 
 func newJSONEngine(s *Sidecar, p *gate.Policy) (*jsonEngine, error) {
@@ -67,7 +69,7 @@ func (e *jsonEngine) decide(turn int, req *agentRequest) (*gate.Route, []json.Ra
 		if ses.KeepTask && e.task == nil && turn == 1 {
 			for i, m := range req.msgs {
 				if m.role == "user" {
-					e.task = compact(msgs[i])
+					e.taskRaw, e.task = msgs[i], compact(msgs[i])
 					break
 				}
 			}
@@ -78,7 +80,9 @@ func (e *jsonEngine) decide(turn int, req *agentRequest) (*gate.Route, []json.Ra
 		if ses.KeepTask && e.task != nil {
 			held := false
 			for _, m := range msgs {
-				if bytes.Equal(compact(m), e.task) {
+				// The agent usually resends the same bytes; compare the
+				// compact forms only of other user messages.
+				if bytes.Equal(m, e.taskRaw) || (bytes.Contains(m, userRole) && bytes.Equal(compact(m), e.task)) {
 					held = true
 					break
 				}
@@ -140,7 +144,7 @@ func matches(m *gate.Match, turn int, req *agentRequest) bool {
 		last := ""
 		for i := n - 1; i >= 0; i-- {
 			if req.msgs[i].role == "user" {
-				last = req.msgs[i].text
+				last = req.msgs[i].text()
 				break
 			}
 		}
@@ -153,6 +157,8 @@ func matches(m *gate.Match, turn int, req *agentRequest) bool {
 	}
 	return true
 }
+
+var userRole = []byte(`"user"`)
 
 func roleOf(m json.RawMessage) string {
 	var r struct {
@@ -251,9 +257,50 @@ func (e *jsonEngine) stepBody(req *agentRequest, st *gate.Step, model string, ms
 	}
 	mb, _ := json.Marshal(model)
 	f["model"] = mb
-	f["messages"], _ = json.Marshal(msgs)
-	b, _ := json.Marshal(f)
-	return b
+	f["messages"] = encodeArray(msgs)
+	return encodeObject(f)
+}
+
+// encodeObject writes an object of valid JSON values with its keys sorted,
+// without re-validating the values (they come from a parsed request or from
+// json.Marshal).
+func encodeObject(f map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(f))
+	n := 2
+	for k, v := range f {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 4
+	}
+	sort.Strings(keys)
+	b := make([]byte, 0, n+16)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kb, _ := json.Marshal(k)
+		b = append(b, kb...)
+		b = append(b, ':')
+		b = append(b, f[k]...)
+	}
+	return append(b, '}')
+}
+
+// encodeArray writes an array of valid JSON values.
+func encodeArray(vs []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, v := range vs {
+		n += len(v) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, v...)
+	}
+	return append(b, ']')
 }
 
 // milliDecimal writes thousandths as a JSON decimal without a float: 200 is
@@ -345,7 +392,9 @@ func (e *jsonEngine) streamStep(ctx context.Context, x *exchange, st *gate.Step,
 	var last outcome
 	for _, model := range append([]string{st.Model}, st.Fallbacks...) {
 		body := e.stepBody(x.req, st, model, msgs, extra, true)
-		hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://meter/v1/chat/completions", bytes.NewReader(body))
+		// Like every meter call, a streamed one runs to its end: the meter's
+		// own timeouts bound it.
+		hr, _ := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, "http://meter/v1/chat/completions", bytes.NewReader(body))
 		hr.Header.Set("Content-Type", "application/json")
 		resp, err := e.client.Do(hr)
 		if err != nil {

@@ -28,9 +28,12 @@ type agentRequest struct {
 
 // msgInfo is what routing reads of a message.
 type msgInfo struct {
-	role string
-	text string
+	role    string
+	content json.RawMessage // nil when absent
 }
+
+// text is the message's text (contentText of its content).
+func (m msgInfo) text() string { return contentText(m.content) }
 
 // badRequest is an error in the agent's own request (not a policy failure).
 type badRequest struct{ code, msg string }
@@ -41,21 +44,29 @@ func (e *badRequest) Error() string { return e.msg }
 // messages array of objects with a string role; stream a boolean if present.
 func parseAgentRequest(b []byte) (*agentRequest, error) {
 	r := &agentRequest{raw: b}
-	if err := json.Unmarshal(b, &r.fields); err != nil || r.fields == nil {
+	if !json.Valid(b) {
 		return nil, &badRequest{"invalid_json", "the request body is not a JSON object"}
 	}
-	if err := json.Unmarshal(r.fields["messages"], &r.messages); err != nil || len(r.messages) == 0 {
+	if r.fields = objectFields(b); r.fields == nil {
+		return nil, &badRequest{"invalid_json", "the request body is not a JSON object"}
+	}
+	// The body is valid JSON from here: the scanners split it.
+	ms := r.fields["messages"]
+	if i := skipSpace(ms, 0); i >= len(ms) || ms[i] != '[' {
 		return nil, &badRequest{"invalid_messages", "messages must be a non-empty array"}
 	}
+	r.messages = arrayElements(ms)
+	if len(r.messages) == 0 {
+		return nil, &badRequest{"invalid_messages", "messages must be a non-empty array"}
+	}
+	r.msgs = make([]msgInfo, len(r.messages))
 	for i, m := range r.messages {
-		var mi struct {
-			Role    *string         `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(m, &mi); err != nil || mi.Role == nil {
+		var role string
+		raw := objectField(m, "role")
+		if raw == nil || raw[0] != '"' || json.Unmarshal(raw, &role) != nil {
 			return nil, &badRequest{"invalid_messages", fmt.Sprintf("messages[%d] must be an object with a string role", i)}
 		}
-		r.msgs = append(r.msgs, msgInfo{role: *mi.Role, text: contentText(mi.Content)})
+		r.msgs[i] = msgInfo{role: role, content: objectField(m, "content")}
 	}
 	if v, ok := r.fields["stream"]; ok && string(v) != "null" {
 		if err := json.Unmarshal(v, &r.stream); err != nil {
@@ -71,9 +82,10 @@ func parseAgentRequest(b []byte) (*agentRequest, error) {
 		}
 		r.includeUsage = so.IncludeUsage
 	}
-	var tools []json.RawMessage
-	if v, ok := r.fields["tools"]; ok && json.Unmarshal(v, &tools) == nil && len(tools) > 0 {
-		r.hasTools = true
+	if v, ok := r.fields["tools"]; ok {
+		if i := skipSpace(v, 0); i < len(v) && v[i] == '[' && len(arrayElements(v)) > 0 {
+			r.hasTools = true
+		}
 	}
 	return r, nil
 }
@@ -204,16 +216,12 @@ func (s *Sidecar) answer(ctx context.Context, w http.ResponseWriter, req *agentR
 
 	rec := Request{Turn: x.turn, Route: x.route, Seqs: []int64{}}
 	var in0, out0 int64
-	for _, rc := range s.sc.Meter().Recorder().Receipts() {
-		if rc.Scenario != s.sc.ID() || rc.Seq <= s.seen {
-			continue
-		}
+	rs, n := s.sc.Meter().Recorder().ScenarioReceipts(s.sc.ID(), s.recorded)
+	s.recorded = n
+	for _, rc := range rs {
 		rec.Seqs = append(rec.Seqs, rc.Seq)
 		in0 += rc.InputTokens
 		out0 += rc.OutputTokens
-	}
-	if n := len(rec.Seqs); n > 0 {
-		s.seen = rec.Seqs[n-1]
 	}
 	var f *Failure
 	switch {
@@ -266,17 +274,16 @@ func (x *exchange) writeFailure(f *Failure) int {
 // the usage of every call made for the request.
 func (x *exchange) writeFinal(in, out int64) int {
 	id := "chatcmpl-policy-" + x.s.sc.ID() + "-" + strconv.Itoa(x.turn)
-	usage := map[string]int64{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
-	var msg map[string]json.RawMessage
-	json.Unmarshal(x.final.Message, &msg)
+	usage := usageJSON{CompletionTokens: out, PromptTokens: in, TotalTokens: in + out}
 	if !x.req.stream {
-		body, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion", "created": 0, "model": AgentModel,
-			"choices": []any{map[string]any{"index": 0, "message": x.final.Message, "finish_reason": x.final.FinishReason}},
-			"usage":   usage})
+		body, _ := json.Marshal(completionJSON{ID: id, Object: "chat.completion", Model: AgentModel, Usage: usage,
+			Choices: []choiceJSON{{FinishReason: x.final.FinishReason, Message: x.final.Message}}})
 		x.w.Header().Set("Content-Type", "application/json")
 		x.w.Write(body)
 		return http.StatusOK
 	}
+	var msg map[string]json.RawMessage
+	json.Unmarshal(x.final.Message, &msg)
 	chunk := func(delta any, finish any) {
 		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 0, "model": AgentModel,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
@@ -306,6 +313,46 @@ func (x *exchange) writeFinal(in, out int64) int {
 	return http.StatusOK
 }
 
+// completionJSON and the types below write a chat completion with its keys
+// in sorted order (fields declared alphabetically).
+type completionJSON struct {
+	Choices []choiceJSON `json:"choices"`
+	Created int64        `json:"created"`
+	ID      string       `json:"id"`
+	Model   string       `json:"model"`
+	Object  string       `json:"object"`
+	Usage   usageJSON    `json:"usage"`
+}
+
+type choiceJSON struct {
+	FinishReason string          `json:"finish_reason"`
+	Index        int             `json:"index"`
+	Message      json.RawMessage `json:"message"`
+}
+
+type usageJSON struct {
+	CompletionTokens int64 `json:"completion_tokens"`
+	PromptTokens     int64 `json:"prompt_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+type messageJSON struct {
+	Content   *string        `json:"content"`
+	Role      string         `json:"role"`
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
+}
+
+type toolCallJSON struct {
+	Function functionJSON `json:"function"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+}
+
+type functionJSON struct {
+	Arguments string `json:"arguments"`
+	Name      string `json:"name"`
+}
+
 func apiErrorBody(typ, code, msg string) []byte {
 	b, _ := json.Marshal(meter.APIError{Error: meter.APIErrorBody{Message: msg, Type: typ, Code: code}})
 	return b
@@ -320,78 +367,111 @@ func writeAPIError(w http.ResponseWriter, status int, typ, code, msg string) {
 // checkMessage validates an assistant message: role "assistant", content a
 // string or null, tool_calls (if any) an array of function calls with string
 // id, name and arguments; at least content or one tool call. It returns the
-// message re-encoded and its finish reason.
+// message re-encoded (keys sorted) and its finish reason.
 func checkMessage(b []byte) (*answer, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+	var f map[string]json.RawMessage
+	if json.Valid(b) {
+		f = objectFields(b) // keys match exactly, unlike encoding/json's
+	}
+	if f == nil {
 		return nil, errors.New("the message is not a JSON object")
 	}
 	var role string
-	if json.Unmarshal(m["role"], &role) != nil || role != "assistant" {
+	if r := f["role"]; r == nil || r[0] != '"' || json.Unmarshal(r, &role) != nil || role != "assistant" {
 		return nil, errors.New(`the message's role is not "assistant"`)
 	}
-	var content *string
-	if c, ok := m["content"]; ok {
-		if json.Unmarshal(c, &content) != nil {
-			return nil, errors.New("the message's content is neither a string nor null")
-		}
+	out := messageJSON{Role: "assistant"}
+	if c := f["content"]; c != nil && (c[0] != '"' && string(c) != "null" || json.Unmarshal(c, &out.Content) != nil) {
+		return nil, errors.New("the message's content is neither a string nor null")
 	}
-	out := map[string]any{"role": "assistant", "content": content}
 	finish := "stop"
-	if tc, ok := m["tool_calls"]; ok && string(tc) != "null" {
-		var calls []struct {
-			ID       *string `json:"id"`
-			Type     *string `json:"type"`
-			Function *struct {
-				Name      *string `json:"name"`
-				Arguments *string `json:"arguments"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(tc, &calls) != nil {
+	if tc := f["tool_calls"]; tc != nil && string(tc) != "null" {
+		if tc[0] != '[' {
 			return nil, errors.New("tool_calls is not an array of tool calls")
 		}
-		norm := make([]any, 0, len(calls))
-		for i, c := range calls {
-			if c.ID == nil || c.Function == nil || c.Function.Name == nil || c.Function.Arguments == nil || *c.Function.Name == "" ||
-				(c.Type != nil && *c.Type != "function") {
-				return nil, fmt.Errorf("tool_calls[%d] needs a string id, type \"function\" and function.name and function.arguments strings", i)
+		for i, c := range arrayElements(tc) {
+			call, err := checkToolCall(c)
+			if err != nil {
+				return nil, fmt.Errorf("tool_calls[%d] needs a string id, type \"function\" and function.name and function.arguments strings (%v)", i, err)
 			}
-			norm = append(norm, map[string]any{"id": *c.ID, "type": "function",
-				"function": map[string]any{"name": *c.Function.Name, "arguments": *c.Function.Arguments}})
+			out.ToolCalls = append(out.ToolCalls, call)
 		}
-		if len(norm) > 0 {
-			out["tool_calls"] = norm
+		if len(out.ToolCalls) > 0 {
 			finish = "tool_calls"
 		}
 	}
-	if content == nil && out["tool_calls"] == nil {
+	if out.Content == nil && len(out.ToolCalls) == 0 {
 		return nil, errors.New("the message has neither content nor tool calls")
 	}
 	enc, _ := json.Marshal(out)
 	return &answer{Message: enc, FinishReason: finish}, nil
 }
 
+// checkToolCall reads one tool call of valid JSON, keys matched exactly.
+func checkToolCall(b []byte) (toolCallJSON, error) {
+	var tc toolCallJSON
+	str := func(raw json.RawMessage, what string, dst *string) error {
+		if raw == nil || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
+			return fmt.Errorf("%s is not a string", what)
+		}
+		return nil
+	}
+	f := objectFields(b)
+	if f == nil {
+		return tc, errors.New("not an object")
+	}
+	if err := str(f["id"], "id", &tc.ID); err != nil {
+		return tc, err
+	}
+	tc.Type = "function"
+	if t := f["type"]; t != nil && string(t) != `"function"` {
+		return tc, errors.New(`type is not "function"`)
+	}
+	fn := objectFields(f["function"])
+	if fn == nil {
+		return tc, errors.New("function is not an object")
+	}
+	if err := str(fn["name"], "function.name", &tc.Function.Name); err != nil {
+		return tc, err
+	}
+	if tc.Function.Name == "" {
+		return tc, errors.New("function.name is empty")
+	}
+	if err := str(fn["arguments"], "function.arguments", &tc.Function.Arguments); err != nil {
+		return tc, err
+	}
+	return tc, nil
+}
+
 // completionMessage extracts choices[0].message and finish_reason from a
 // chat completion body and validates the message.
 func completionMessage(body []byte) (*answer, error) {
-	var c struct {
-		Choices []struct {
-			Message      json.RawMessage `json:"message"`
-			FinishReason *string         `json:"finish_reason"`
-		} `json:"choices"`
+	if !json.Valid(body) {
+		return nil, errors.New("the answer is not a chat completion: not JSON")
 	}
-	if err := json.Unmarshal(body, &c); err != nil {
-		return nil, fmt.Errorf("the answer is not a chat completion: %v", err)
+	f := objectFields(body)
+	if f == nil {
+		return nil, errors.New("the answer is not a chat completion: not a JSON object")
 	}
-	if len(c.Choices) == 0 {
+	ch := f["choices"]
+	if ch == nil || ch[0] != '[' {
+		return nil, errors.New("the answer has no choices array")
+	}
+	choices := arrayElements(ch)
+	if len(choices) == 0 {
 		return nil, errors.New("the answer has no choices")
 	}
-	a, err := checkMessage(c.Choices[0].Message)
+	c := objectFields(choices[0])
+	if c == nil {
+		return nil, errors.New("the answer's first choice is not an object")
+	}
+	a, err := checkMessage(c["message"])
 	if err != nil {
 		return nil, err
 	}
-	if fr := c.Choices[0].FinishReason; fr != nil && *fr != "" && *fr != "tool_calls" {
-		a.FinishReason = *fr
+	var fr string
+	if raw := c["finish_reason"]; raw != nil && raw[0] == '"' && json.Unmarshal(raw, &fr) == nil && fr != "" && fr != "tool_calls" {
+		a.FinishReason = fr
 	}
 	return a, nil
 }

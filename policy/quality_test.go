@@ -86,13 +86,13 @@ func runSession(t *testing.T, s *policy.Sidecar, task string, sc upstream.Script
 // fixture models' strengths and the frozen prices imply: the cheap pack is
 // the cheapest and weakest, the strong pack solves more at a higher cost,
 // and reviewing a cheap draft with deepseek-v3.1 (strong and cheap) solves
-// as much as the strong pack for less.
+// more than the cheap pack for less than the strong one.
 func TestReferencePacksQualityAndCost(t *testing.T) {
 	needSandbox(t)
 	tasks := scriptedTasks()
 	type score struct{ solved, cost int64 }
 	scores := map[string]score{}
-	for _, name := range []string{"cheap", "strong", "draft-review", "parallel-judge", "majority-fallback", "py-session", "server"} {
+	for _, name := range []string{"cheap", "strong", "draft-review", "parallel-judge", "majority-fallback", "py-session", "py-stream", "server"} {
 		e := newEnv(t, upstream.Options{Scripts: tasks}, meter.Options{})
 		pack := fixturePack(t, filepath.Join(packsDir, name, "pack"))
 		var sc score

@@ -34,6 +34,10 @@ const (
 	runner    = sdkMount + "/feval_policy_run.py"
 )
 
+// crashGrace is how long a policy process whose connection broke may take
+// to exit by itself before it is killed.
+const crashGrace = 2 * time.Second
+
 // TurnHeader carries the session turn on each request the sidecar sends a
 // sandboxed policy.
 const TurnHeader = "Feval-Turn"
@@ -199,6 +203,10 @@ func (e *sandboxEngine) start() error {
 	for {
 		if p.exited() {
 			cancel()
+			if p.err != nil && p.res.Class == sandbox.ClassInfraError {
+				// The sandbox could not run it: not the pack's fault.
+				return fmt.Errorf("policy sidecar: starting the policy process: %w", p.err)
+			}
 			return fmt.Errorf("%w: %s", ErrStart, p.why())
 		}
 		hctx, hcancel := context.WithTimeout(ctx, time.Until(deadline))
@@ -261,18 +269,18 @@ func (e *sandboxEngine) ready() (*proc, *Failure) {
 	return e.proc, nil
 }
 
-// retire kills the current process after a timeout or crash; the next
+// retire kills the current process after a timeout or crash, giving one
+// that is exiting by itself grace to do so (and to report why); the next
 // request restarts it.
-func (e *sandboxEngine) retire(p *proc) string {
+func (e *sandboxEngine) retire(p *proc, grace time.Duration) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.proc == p {
 		e.proc = nil
 	}
-	// A process that is exiting by itself gets a moment to report why.
 	select {
 	case <-p.done:
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(grace):
 	}
 	e.kill(p)
 	return p.why()
@@ -341,10 +349,10 @@ func (e *sandboxEngine) answer(ctx context.Context, x *exchange) error {
 // transportFailure classifies an error talking to the policy process.
 func (e *sandboxEngine) transportFailure(ctx context.Context, p *proc, err error) error {
 	if ctx.Err() != nil {
-		e.retire(p)
+		e.retire(p, 0)
 		return &Failure{Kind: FailTimeout, Message: fmt.Sprintf("no complete answer within %d ms; the policy process was stopped and restarts for the next request", e.s.limits.RequestMillis)}
 	}
-	return &Failure{Kind: FailCrashed, Message: fmt.Sprintf("%v; %s", err, e.retire(p))}
+	return &Failure{Kind: FailCrashed, Message: fmt.Sprintf("%v; %s", err, e.retire(p, crashGrace))}
 }
 
 // relayStream checks a streamed answer event by event, relays each chunk to
@@ -377,6 +385,9 @@ func (e *sandboxEngine) relayStream(ctx context.Context, p *proc, x *exchange, r
 				done = true
 				continue
 			}
+			if f := streamError(data); f != nil {
+				return f
+			}
 			if err := asm.add(data); err != nil {
 				return &Failure{Kind: FailMalformed, Message: err.Error()}
 			}
@@ -394,6 +405,28 @@ func (e *sandboxEngine) relayStream(ctx context.Context, p *proc, x *exchange, r
 	_ = a
 	x.relay([]byte("data: [DONE]\n\n"))
 	return nil
+}
+
+// streamError reads an error event of a stream (an object with an "error"
+// member, as the SDK writes when a streaming route raises) as a failure.
+func streamError(data []byte) *Failure {
+	f := objectFields(data)
+	if f == nil || f["error"] == nil || !json.Valid(data) {
+		return nil
+	}
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	json.Unmarshal(f["error"], &e)
+	kind := FailRaised
+	if e.Code == "policy_malformed_output" {
+		kind = FailMalformed
+	}
+	if e.Message == "" {
+		e.Message = "the policy ended its stream with an error: " + clip(f["error"], 200)
+	}
+	return &Failure{Kind: kind, Message: e.Message}
 }
 
 // assembler rebuilds a message from stream chunks.

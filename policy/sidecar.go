@@ -144,9 +144,9 @@ type Sidecar struct {
 	sc     *meter.Scenario
 	eng    engine
 
-	serial sync.Mutex // one agent request at a time
-	turn   int
-	seen   int64 // highest meter sequence number attributed so far
+	serial   sync.Mutex // one agent request at a time
+	turn     int
+	recorded int // receipts of the scenario attributed to earlier requests
 
 	gmu    sync.Mutex // the outbound gate's state
 	active *inflight
@@ -184,11 +184,7 @@ func Start(ctx context.Context, pack *Pack, opts Options) (*Sidecar, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Sidecar{pack: pack, opts: opts, limits: opts.Limits.withDefaults(), sc: opts.Scenario, cancel: cancel}
-	for _, rc := range opts.Scenario.Meter().Recorder().Receipts() {
-		if rc.Scenario == s.sc.ID() && rc.Seq > s.seen {
-			s.seen = rc.Seq
-		}
-	}
+	_, s.recorded = s.sc.Meter().Recorder().ScenarioReceipts(s.sc.ID(), 0)
 	var err error
 	if pack.Form != FormJSON {
 		if s.workDir = opts.WorkDir; s.workDir == "" {

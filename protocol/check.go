@@ -61,7 +61,9 @@ type RoundReport struct {
 	Round   digest.Digest `json:"round"`
 	Task    digest.Digest `json:"task"`
 	Entries []Entry       `json:"entries"`
-	// Extra lists reveals that lost to an earlier reveal of the same commitment.
+	// Extra lists the reveals that do not answer their commitment: invalid
+	// ones (not signed by the committing key, or not opening it), with their
+	// reason, and valid ones that came after the first (double_reveal).
 	Extra []Entry `json:"extra"`
 }
 
@@ -101,21 +103,35 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 		}
 		return taskFS, nil
 	}
+	opened := map[digest.Digest]bool{} // commitment artifacts with a valid opening
 	for _, cd := range commits {
 		s, ok := seen[cd.Digest]
 		if !ok {
 			continue // not observed by this validator: no clock reading, no status
 		}
 		e, key := checkCommitment(ctx, st, cd, round.Digest, r, s)
-		if e.Status == StatusRejected || key == nil {
-			rep.Entries = append(rep.Entries, e)
-			continue
-		}
 		reveals, err := st.Referrers(ctx, cd, bundle.ArtifactType(KindReveal))
 		if err != nil {
 			return rep, err
 		}
-		var cands []Entry
+		if e.Status == StatusRejected || key == nil {
+			rep.Entries = append(rep.Entries, e)
+			// A rejected commitment's reveals share its fate: listed with its
+			// reason, so that each has a status to evaluate.
+			for _, rd := range reveals {
+				if rs, ok := seen[rd.Digest]; ok {
+					re := e
+					re.Reveal, re.RevealSeen = rd.Digest, &rs
+					rep.Extra = append(rep.Extra, re)
+				}
+			}
+			continue
+		}
+		// Only a valid opening (signed by the committing key, opening the
+		// commitment) answers the commitment. Anything else anyone pushed is
+		// listed with its reason and ignored, so no one but the miner can spoil
+		// the miner's reveal.
+		var valid []Entry
 		for _, rd := range reveals {
 			rs, ok := seen[rd.Digest]
 			if !ok {
@@ -123,10 +139,13 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 			}
 			re := e
 			re.Reveal, re.RevealSeen = rd.Digest, &rs
-			checkReveal(ctx, st, &re, rd, round.Digest, r, key, loadTask, gateFn, r.Protocol)
-			cands = append(cands, re)
+			if checkReveal(ctx, st, &re, rd, round.Digest, r, key, loadTask, gateFn, r.Protocol) {
+				valid = append(valid, re)
+			} else {
+				rep.Extra = append(rep.Extra, re)
+			}
 		}
-		if len(cands) == 0 {
+		if len(valid) == 0 {
 			e.Status = StatusPending
 			if !within(obs.seen(), r.RevealUntil) {
 				e.Status = StatusUnrevealed
@@ -134,35 +153,41 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 			rep.Entries = append(rep.Entries, e)
 			continue
 		}
-		// The first reveal seen (ties: smaller digest) answers the commitment.
-		sort.Slice(cands, func(i, j int) bool {
-			a, b := cands[i], cands[j]
+		// The first valid opening seen (ties: smaller digest) answers the
+		// commitment; a later valid opening is a double reveal.
+		sort.Slice(valid, func(i, j int) bool {
+			a, b := valid[i], valid[j]
 			if a.RevealSeen.Time != b.RevealSeen.Time {
 				return a.RevealSeen.Time < b.RevealSeen.Time
 			}
 			return a.Reveal < b.Reveal
 		})
-		rep.Entries = append(rep.Entries, cands[0])
-		for _, c := range cands[1:] {
-			c.Status, c.Reason, c.Detail = StatusRejected, ReasonDoubleReveal, "commitment already revealed by "+cands[0].Reveal.String()
+		opened[valid[0].CommitmentArtifact] = true
+		rep.Entries = append(rep.Entries, valid[0])
+		for _, c := range valid[1:] {
+			c.Status, c.Reason, c.Detail = StatusRejected, ReasonDoubleReveal, "commitment already revealed by "+valid[0].Reveal.String()
 			c.Violations = nil
 			rep.Extra = append(rep.Extra, c)
 		}
 	}
 	sort.SliceStable(rep.Entries, func(i, j int) bool { return commitBefore(rep.Entries[i], rep.Entries[j]) })
-	// Copies: the earliest commitment of a content wins; later ones from other keys lose.
+	// Copies: the earliest commitment of a content wins; later ones from other
+	// keys lose. Every valid opening whose content is known counts as an
+	// original, whatever its own outcome (late, gate failure), so a copier
+	// gains nothing when the original is rejected.
 	first := map[digest.Digest]Entry{}
 	for i, e := range rep.Entries {
-		if e.Status != StatusAccepted {
+		if !opened[e.CommitmentArtifact] || e.Content == "" {
 			continue
 		}
-		if orig, ok := first[e.Content]; ok && orig.Miner != e.Miner {
+		orig, ok := first[e.Content]
+		if !ok {
+			first[e.Content] = e
+			continue
+		}
+		if orig.Miner != e.Miner && e.Status == StatusAccepted {
 			rep.Entries[i].Status, rep.Entries[i].Reason = StatusRejected, ReasonCopy
 			rep.Entries[i].Detail = "same content as " + orig.Submission.String() + " committed earlier by " + orig.Miner[:16]
-			continue
-		}
-		if _, ok := first[e.Content]; !ok {
-			first[e.Content] = e
 		}
 	}
 	sort.SliceStable(rep.Extra, func(i, j int) bool { return rep.Extra[i].Reveal < rep.Extra[j].Reveal })
@@ -206,7 +231,7 @@ func checkCommitment(ctx context.Context, st cas.Store, cd ocispec.Descriptor, r
 		reject(&e, ReasonMalformed, "the key in the commitment is not the miner %s", c.Miner)
 		return e, nil
 	}
-	if _, err := bundle.VerifySignatures(ctx, st, cd, []*bundle.PublicKey{key}); err != nil {
+	if !signedBy(ctx, st, cd, key) {
 		reject(&e, ReasonBadSignature, "commitment is not signed by its miner's key")
 		return e, nil
 	}
@@ -217,80 +242,114 @@ func checkCommitment(ctx context.Context, st cas.Store, cd ocispec.Descriptor, r
 	return e, key
 }
 
-func checkReveal(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descriptor, roundDigest digest.Digest, r Round, key *bundle.PublicKey, loadTask func() (fs.FS, error), gateFn GateFunc, protocol string) {
+// checkReveal applies the checks of one reveal and sets e's status. It reports
+// whether the reveal is a valid opening of the commitment: well formed, signed
+// by the committing key, naming the commitment, round and miner, and hashing to
+// the commitment. Only the miner can make a valid opening; what happens to it
+// after that (timing, submission, gate) is the miner's own doing. The content
+// digest of a valid opening's submission is recorded whenever it can be read,
+// even when the reveal is rejected, so that copies of it are recognised.
+func checkReveal(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descriptor, roundDigest digest.Digest, r Round, key *bundle.PublicKey, loadTask func() (fs.FS, error), gateFn GateFunc, protocol string) bool {
 	e.Status, e.Reason, e.Detail = StatusAccepted, "", ""
 	var rv Reveal
 	if _, err := LoadAs(ctx, st, rd, KindReveal, &rv); err != nil {
 		reject(e, ReasonMalformed, "%v", err)
-		return
+		return false
 	}
 	if err := rv.Validate(); err != nil {
 		reject(e, ReasonMalformed, "%v", err)
-		return
+		return false
 	}
 	e.Submission = rv.Submission
-	if _, err := bundle.VerifySignatures(ctx, st, rd, []*bundle.PublicKey{key}); err != nil {
+	if !signedBy(ctx, st, rd, key) {
 		reject(e, ReasonKeyMismatch, "reveal is not signed by the committing key %s", key.Fingerprint[:16])
-		return
+		return false
 	}
 	if rv.Commitment != e.Commitment || rv.Round != roundDigest || rv.Miner != e.Miner {
 		reject(e, ReasonRoundMismatch, "reveal names another commitment, round or miner")
-		return
+		return false
 	}
 	if !rv.Opens() {
 		reject(e, ReasonCommitmentMismatch, "salt and submission %s do not hash to %s", rv.Submission, rv.Commitment)
-		return
+		return false
 	}
+	files, subReason, subDetail := loadSubmission(ctx, st, rv.Submission, key, e)
 	if within(*e.RevealSeen, r.CommitUntil) {
 		reject(e, ReasonRevealEarly, "first seen %s, before commits closed %s", seenString(*e.RevealSeen), r.CommitUntil)
-		return
+		return true
 	}
 	if !within(*e.RevealSeen, r.RevealUntil) {
 		reject(e, ReasonRevealLate, "first seen %s, reveals closed %s", seenString(*e.RevealSeen), r.RevealUntil)
-		return
+		return true
 	}
-	sd, err := st.Resolve(ctx, rv.Submission.String())
-	if err != nil {
-		reject(e, ReasonSubmissionMissing, "%v", err)
-		return
+	if subReason != "" {
+		reject(e, subReason, "%s", subDetail)
+		return true
 	}
-	var content bundle.ContentRecord
-	subArt, err := LoadAs(ctx, st, sd, KindSubmission, &content)
-	if err != nil {
-		if errors.Is(err, cas.ErrNotFound) {
-			reject(e, ReasonSubmissionMissing, "%v", err)
-		} else {
-			reject(e, ReasonMalformed, "submission: %v", err)
-		}
-		return
-	}
-	if _, err := bundle.VerifySignatures(ctx, st, sd, []*bundle.PublicKey{key}); err != nil {
-		reject(e, ReasonKeyMismatch, "submission is not signed by the committing key")
-		return
-	}
-	files, err := bundle.LoadTree(ctx, st, subArt, bundle.DefaultLimits)
-	if err != nil {
-		reject(e, ReasonMalformed, "submission content: %v", err)
-		return
-	}
-	e.Content = content.Content.Digest
 	if gateFn == nil {
-		return
+		return true
 	}
 	task, err := loadTask()
 	if err != nil {
 		reject(e, ReasonMalformed, "task: %v", err)
-		return
+		return true
 	}
 	vs, err := gateFn(ctx, protocol, task, bundle.TreeFS(files))
 	if err != nil {
 		reject(e, ReasonGateFailed, "gate could not run: %v", err)
-		return
+		return true
 	}
 	if len(vs) > 0 {
 		e.Violations = vs
 		reject(e, ReasonGateFailed, "%d violations, first: %s", len(vs), vs[0].Rule)
 	}
+	return true
+}
+
+// loadSubmission reads a revealed submission signed by key and records its
+// content digest in e. On failure it returns the rejection reason and detail.
+func loadSubmission(ctx context.Context, st cas.Store, sub digest.Digest, key *bundle.PublicKey, e *Entry) ([]bundle.File, string, string) {
+	sd, err := st.Resolve(ctx, sub.String())
+	if err != nil {
+		return nil, ReasonSubmissionMissing, err.Error()
+	}
+	var content bundle.ContentRecord
+	subArt, err := LoadAs(ctx, st, sd, KindSubmission, &content)
+	if err != nil {
+		if errors.Is(err, cas.ErrNotFound) {
+			return nil, ReasonSubmissionMissing, err.Error()
+		}
+		return nil, ReasonMalformed, "submission: " + err.Error()
+	}
+	if !signedBy(ctx, st, sd, key) {
+		return nil, ReasonKeyMismatch, "submission is not signed by the committing key"
+	}
+	files, err := bundle.LoadTree(ctx, st, subArt, bundle.DefaultLimits)
+	if err != nil {
+		return nil, ReasonMalformed, "submission content: " + err.Error()
+	}
+	// LoadTree verified the payload against its content digest; the record's
+	// claim must be that digest, or a copier could name other content and
+	// escape the copy check.
+	if payload := subArt.Payloads[0].Annotations[bundle.AnnotationContentDigest]; content.Content.Digest.String() != payload {
+		return nil, ReasonMalformed, fmt.Sprintf("submission record names content %s, its payload is %s", content.Content.Digest, payload)
+	}
+	e.Content = content.Content.Digest
+	return files, "", ""
+}
+
+// signedBy reports whether key made one of target's signatures. Other
+// signature referrers (another key's, a damaged one, another tool's) are
+// ignored: whoever can push to the store can add them, so they must not be able
+// to unmake the signer's signature.
+func signedBy(ctx context.Context, st cas.Store, target ocispec.Descriptor, key *bundle.PublicKey) bool {
+	fps, _ := bundle.VerifySignatures(ctx, st, target, []*bundle.PublicKey{key})
+	for _, fp := range fps {
+		if fp == key.Fingerprint {
+			return true
+		}
+	}
+	return false
 }
 
 func seenString(s Seen) string {
@@ -312,6 +371,7 @@ func CheckReveal(ctx context.Context, st cas.Store, round, commitment, reveal oc
 	}
 	e, key := checkCommitment(ctx, st, commitment, round.Digest, r, commitSeen)
 	if e.Status == StatusRejected || key == nil {
+		e.Reveal, e.RevealSeen = reveal.Digest, &revealSeen
 		return e, nil
 	}
 	var taskFS fs.FS

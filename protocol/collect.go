@@ -21,6 +21,10 @@ func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.De
 			return nil, fmt.Errorf("collecting round %s: %w", round.Digest, err)
 		}
 	}
+	var r Round
+	if _, err := LoadAs(ctx, l, round, KindRound, &r); err != nil {
+		return nil, fmt.Errorf("reading round: %w", err)
+	}
 	var observed []digest.Digest
 	commits, err := l.Referrers(ctx, round, bundle.ArtifactType(KindCommitment))
 	if err != nil {
@@ -32,11 +36,17 @@ func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.De
 		if err != nil {
 			return nil, err
 		}
+		// The commitment's key, when it is sound (its timing does not matter
+		// here): only the miner's valid openings bring a submission in.
+		_, key := checkCommitment(ctx, l, c, round.Digest, r, Seen{})
 		for _, rd := range reveals {
 			observed = append(observed, rd.Digest)
 			var rv Reveal
 			if _, err := LoadAs(ctx, l, rd, KindReveal, &rv); err != nil || rv.Validate() != nil {
 				continue // CheckRound reports it
+			}
+			if key == nil || rv.Miner != key.Fingerprint || !rv.Opens() || !signedBy(ctx, l, rd, key) {
+				continue // not the miner's opening: whoever pushed it cannot make the validator fetch anything
 			}
 			if _, err := l.Resolve(ctx, rv.Submission.String()); err == nil || src == cas.Store(l) {
 				continue

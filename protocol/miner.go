@@ -16,6 +16,7 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/gate"
+	"github.com/feval/feval/internal/strictjson"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -23,6 +24,10 @@ import (
 // MinerKeyTitle is the title of the commitment layer that carries the miner's
 // public key (PEM).
 const MinerKeyTitle = "miner.pub"
+
+// ErrDamaged reports private state of the store's own user (a miner's
+// commitment secrets, a validator's first-seen records) that does not parse.
+var ErrDamaged = errors.New("damaged private state")
 
 // ErrUnknownCommitment reports a commitment the miner's store has no secret for.
 var ErrUnknownCommitment = errors.New("no such commitment in this store")
@@ -205,8 +210,8 @@ func LoadSecret(l *cas.Layout, ref string) (Secret, error) {
 			return Secret{}, err
 		}
 		var s Secret
-		if err := json.Unmarshal(b, &s); err != nil {
-			return Secret{}, fmt.Errorf("damaged commitment secret %s: %w", n, err)
+		if err := strictjson.Decode(b, &s); err != nil {
+			return Secret{}, fmt.Errorf("commitment secret %s: %w: %v", filepath.Join(secretsDir(l), n), ErrDamaged, err)
 		}
 		if strings.HasPrefix(strings.TrimPrefix(s.Commitment, "sha256:"), want) || strings.HasPrefix(s.CommitmentArtifact.Encoded(), want) {
 			found = append(found, s)

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 
@@ -59,6 +60,56 @@ func TestRevealOpens(t *testing.T) {
 	if short.Validate() == nil {
 		t.Error("a 2-byte salt passed validation")
 	}
+	upper := good
+	upper.Salt = strings.ToUpper(upper.Salt)
+	if upper.Validate() == nil {
+		t.Error("an upper-case salt passed validation")
+	}
+	upper = good
+	upper.Miner = strings.ToUpper(upper.Miner)
+	if upper.Validate() == nil || (Commitment{Commitment: good.Commitment, Round: good.Round, Miner: upper.Miner}).Validate() == nil {
+		t.Error("an upper-case fingerprint passed validation")
+	}
+}
+
+// TestRecordsStrict: records are read exactly as FORMAT.md spells them. Each
+// case is canonical JSON that encoding/json would decode into the record.
+func TestRecordsStrict(t *testing.T) {
+	good := Reveal{Commitment: ComputeCommitment(vecSub, vecMiner, vecRound, vecSalt()), Round: vecRound, Miner: vecMiner,
+		Submission: vecSub, Salt: hex.EncodeToString(vecSalt())}
+	raw, err := bundle.Canonical(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Reveal
+	if err := bundle.ParseCanonical(raw, &back); err != nil || back != good {
+		t.Fatalf("the canonical reveal: %v", err)
+	}
+	for name, mutate := range map[string]func(string) string{
+		"a field name in another case": func(s string) string { return strings.Replace(s, `"commitment":`, `"Commitment":`, 1) },
+		"an unknown field":             func(s string) string { return strings.Replace(s, `"commitment":`, `"comment":"x","commitment":`, 1) },
+		"a missing field":              func(s string) string { return strings.Replace(s, `"miner":"`+vecMiner+`",`, ``, 1) },
+		"a null field":                 func(s string) string { return strings.Replace(s, `"miner":"`+vecMiner+`"`, `"miner":null`, 1) },
+	} {
+		in := []byte(mutate(string(raw)))
+		if string(in) == string(raw) {
+			t.Fatalf("%s: nothing changed", name)
+		}
+		if c, err := bundle.Canonicalize(in); err != nil || string(c) != string(in) {
+			t.Fatalf("%s: the case is not canonical JSON (%v)", name, err)
+		}
+		var rv Reveal
+		if err := bundle.ParseCanonical(in, &rv); !errors.Is(err, bundle.ErrMalformedRecord) {
+			t.Errorf("%s: ParseCanonical(%s) = %v, want ErrMalformedRecord", name, in, err)
+		}
+	}
+	// Hex in upper case is a second spelling: the record parses, but does not
+	// validate.
+	upper := strings.Replace(string(raw), good.Salt, strings.ToUpper(good.Salt), 1)
+	var rv Reveal
+	if err := bundle.ParseCanonical([]byte(upper), &rv); err != nil || rv.Validate() == nil {
+		t.Errorf("an upper-case salt: parse %v, validates", err)
+	}
 }
 
 func TestParseWindow(t *testing.T) {
@@ -93,19 +144,32 @@ func FuzzRecords(f *testing.F) {
 	f.Add(c)
 	f.Add(r)
 	f.Add([]byte(`{"commitment":"x"}`))
+	// Spellings encoding/json alone accepts: another case, both cases, a
+	// missing field, upper-case hex.
+	f.Add([]byte(strings.Replace(string(r), `"miner"`, `"Miner"`, 1)))
+	f.Add([]byte(strings.Replace(string(c), `"commitment":`, `"COMMITMENT":"x","commitment":`, 1)))
+	f.Add([]byte(strings.Replace(string(c), `"miner":"`+vecMiner+`",`, ``, 1)))
+	f.Add([]byte(strings.Replace(string(r), hex.EncodeToString(vecSalt()), strings.ToUpper(hex.EncodeToString(vecSalt())), 1)))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Whatever parses re-encodes to the same bytes: one spelling per record.
 		var cm Commitment
 		if bundle.ParseCanonical(b, &cm) == nil {
 			again, err := bundle.Canonical(cm)
-			if err != nil || (cm.Validate() == nil && string(again) != string(b)) {
+			if err != nil || string(again) != string(b) {
 				t.Fatalf("commitment %q re-encodes to %q (%v)", b, again, err)
+			}
+			if cm.Validate() == nil && strings.ToLower(string(b)) != string(b) {
+				t.Fatalf("commitment %q with upper-case letters validates", b)
 			}
 		}
 		var rv Reveal
-		if bundle.ParseCanonical(b, &rv) == nil && rv.Validate() == nil {
+		if bundle.ParseCanonical(b, &rv) == nil {
 			again, err := bundle.Canonical(rv)
 			if err != nil || string(again) != string(b) {
 				t.Fatalf("reveal %q re-encodes to %q (%v)", b, again, err)
+			}
+			if rv.Validate() == nil && strings.ToLower(string(b)) != string(b) {
+				t.Fatalf("reveal %q with upper-case letters validates", b)
 			}
 			_ = rv.Opens()
 		}

@@ -46,6 +46,10 @@ const SaltSize = 32
 // ErrMalformed reports a protocol record that does not have the required form.
 var ErrMalformed = errors.New("malformed record")
 
+// ErrWrongKind reports an artifact of another kind than the one required (a
+// trace given where a submission is expected). It is also ErrMalformed.
+var ErrWrongKind = fmt.Errorf("wrong artifact kind: %w", ErrMalformed)
+
 // Task is the record of a task artifact: which protocol it is for, and its
 // content (the task directory, as a tree payload).
 type Task struct {
@@ -135,8 +139,7 @@ func (c Commitment) Validate() error {
 
 // Validate checks a reveal record's form.
 func (r Reveal) Validate() error {
-	salt, err := hex.DecodeString(r.Salt)
-	if err != nil || len(salt) != SaltSize || !validHash(r.Commitment) || r.Round.Validate() != nil ||
+	if !lowerHex(r.Salt, SaltSize) || !validHash(r.Commitment) || r.Round.Validate() != nil ||
 		r.Submission.Validate() != nil || !validFingerprint(r.Miner) {
 		return fmt.Errorf("reveal record: %w", ErrMalformed)
 	}
@@ -154,12 +157,21 @@ func validHash(s string) bool {
 	return err == nil && d.Algorithm() == digest.SHA256
 }
 
-func validFingerprint(s string) bool {
-	if len(s) != 64 {
+func validFingerprint(s string) bool { return lowerHex(s, 32) }
+
+// lowerHex reports whether s is exactly n bytes in lower-case hex: one
+// spelling per value, so that no two records differ only in the case of a hex
+// digit.
+func lowerHex(s string, n int) bool {
+	if len(s) != 2*n {
 		return false
 	}
-	_, err := hex.DecodeString(s)
-	return err == nil
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // LoadAs loads an artifact and decodes its record, requiring the given kind.
@@ -169,7 +181,7 @@ func LoadAs(ctx context.Context, st cas.Store, desc ocispec.Descriptor, kind str
 		return nil, err
 	}
 	if art.Kind != kind {
-		return nil, fmt.Errorf("%s is a %s, not a %s: %w", desc.Digest, art.Kind, kind, ErrMalformed)
+		return nil, fmt.Errorf("%s is a %s, not a %s: %w", desc.Digest, art.Kind, kind, ErrWrongKind)
 	}
 	if err := art.Decode(v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)

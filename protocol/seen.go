@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/internal/strictjson"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -42,8 +43,8 @@ func LoadSeen(l *cas.Layout) (map[digest.Digest]Seen, error) {
 		return nil, err
 	}
 	m := map[digest.Digest]Seen{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("first-seen records %s are damaged: %w", seenPath(l), err)
+	if err := strictjson.Decode(b, &m); err != nil {
+		return nil, fmt.Errorf("first-seen records %s: %w: %v", seenPath(l), ErrDamaged, err)
 	}
 	return m, nil
 }

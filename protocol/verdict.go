@@ -140,12 +140,14 @@ type Case struct {
 	Created  string
 }
 
-// Finding is a difference that replay found outside the verdict record (for
-// example a retrained checkpoint that is not bitwise equal to the recorded one).
+// Finding is something replay checked outside the verdict record (for example
+// a retrained checkpoint against the recorded one): a difference, or with
+// Equal set, a confirmation that the recomputed value is the recorded one.
 type Finding struct {
 	Path       string `json:"path"`
 	Recorded   string `json:"recorded"`
 	Recomputed string `json:"recomputed"`
+	Equal      bool   `json:"equal,omitempty"`
 }
 
 // Detail is one labelled line of a verdict's text rendering.

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,7 +32,7 @@ import (
 // outcome and the regenerated digest.
 func TestMain(m *testing.M) {
 	if repo := os.Getenv("FEVAL_TEST_AUDIT_REPO"); repo != "" {
-		out, err := audit(repo, os.Getenv("FEVAL_TEST_AUDIT_STORE"), os.Getenv("FEVAL_TEST_AUDIT_VERDICT"))
+		out, err := audit(repo, os.Getenv("FEVAL_TEST_AUDIT_STORE"), os.Getenv("FEVAL_TEST_AUDIT_VERDICT"), os.Getenv("FEVAL_TEST_AUDIT_PUB"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -42,8 +43,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func audit(repo, store, verdict string) (string, error) {
+func audit(repo, store, verdict, pubPEM string) (string, error) {
 	ctx := context.Background()
+	pub, err := bundle.ParsePublicKey([]byte(pubPEM))
+	if err != nil {
+		return "", err
+	}
 	l, err := cas.Init(store)
 	if err != nil {
 		return "", err
@@ -59,7 +64,7 @@ func audit(repo, store, verdict string) (string, error) {
 	if err := replay.Fetch(ctx, src, l, desc); err != nil {
 		return "", err
 	}
-	res, err := replay.Run(ctx, l, desc, nil)
+	res, err := replay.Run(ctx, l, desc, []*bundle.PublicKey{pub})
 	if err != nil {
 		return "", err
 	}
@@ -257,13 +262,29 @@ func TestRolloutLoop(t *testing.T) {
 		}
 	}
 
+	// An auditor decides on the keys it trusts, never on whoever signed: no
+	// key is a refusal, another key a failure naming the key that signed.
+	vd, err := validator.Resolve(ctx, verdicts[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.Run(ctx, validator, vd, nil); !errors.Is(err, replay.ErrNoTrustedKeys) {
+		t.Fatalf("replay trusting no key: %v", err)
+	}
+	_, err = replay.Run(ctx, validator, vd, []*bundle.PublicKey{signer(t).Public()})
+	if !errors.Is(err, replay.ErrUntrusted) || !errors.Is(err, bundle.ErrVerify) ||
+		!strings.Contains(err.Error(), "signed by "+validatorKey.Public().Fingerprint[:16]) {
+		t.Fatalf("replay trusting another key: %v", err)
+	}
+
 	// Auditors in two other processes, each with its own store, regenerate
 	// every verdict to the same digest.
 	for i, v := range verdicts {
 		for j := 0; j < 2; j++ {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "FEVAL_TEST_AUDIT_REPO="+repo, "FEVAL_TEST_AUDIT_VERDICT="+v.String(),
-				"FEVAL_TEST_AUDIT_STORE="+filepath.Join(t.TempDir(), fmt.Sprintf("auditor-%d-%d", i, j)))
+				"FEVAL_TEST_AUDIT_STORE="+filepath.Join(t.TempDir(), fmt.Sprintf("auditor-%d-%d", i, j)),
+				"FEVAL_TEST_AUDIT_PUB="+string(validatorKey.Public().PEM))
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("auditor process for %s: %v\n%s", v, err, out)

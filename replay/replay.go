@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -30,6 +31,10 @@ const (
 // ErrUntrusted reports a verdict signed by none of the keys the auditor trusts.
 var ErrUntrusted = errors.New("verdict is not signed by a trusted validator key")
 
+// ErrNoTrustedKeys reports a replay asked to trust no key: a replay decides
+// on the auditor's keys, never on whoever signed.
+var ErrNoTrustedKeys = errors.New("no trusted keys given")
+
 // Diff is one difference between the recorded and the regenerated verdict.
 type Diff struct {
 	Path       string `json:"path"`
@@ -45,6 +50,12 @@ type Result struct {
 	Signers    []string      `json:"signers"`
 	Status     string        `json:"status"` // the verdict's status, as regenerated
 	Diffs      []Diff        `json:"diffs"`
+	// Checks are what the driver re-derived outside the record and found
+	// equal (for example retrained checkpoints).
+	Checks []Diff `json:"checks"`
+	// Skipped lists the verdict's signatures that did not count (not by a
+	// trusted key, or not readable as feval signatures).
+	Skipped []bundle.SignatureCheck `json:"skipped"`
 }
 
 // Fetch copies a verdict and everything it depends on from src into l: the
@@ -124,24 +135,31 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 }
 
 // RunWith replays the verdict held in st through its protocol's driver,
-// configured by opts (for example an optimizer replay that retrains). trusted,
-// when not empty, are the validator keys the auditor accepts; the verdict must
-// be signed by one of them. Verification failures are errors wrapping
-// bundle.ErrVerify; a verdict that verifies but regenerates differently, or
-// whose driver reports findings, is a Result with Outcome Differs.
+// configured by opts (for example an optimizer replay that retrains). trusted
+// are the validator keys the auditor accepts: the verdict must carry a
+// signature by one of them, and signatures by other keys or in other formats
+// are reported in Result.Skipped and otherwise ignored. With no trusted keys
+// RunWith refuses (ErrNoTrustedKeys); a verdict no trusted key signed is an
+// error wrapping ErrUntrusted and bundle.ErrVerify that names the keys that
+// did sign. Verification failures are errors wrapping bundle.ErrVerify; a
+// verdict that verifies but regenerates differently, or whose driver reports
+// findings, is a Result with Outcome Differs.
 func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
-	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}}
+	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Skipped: []bundle.SignatureCheck{}}
+	if len(trusted) == 0 {
+		return res, ErrNoTrustedKeys
+	}
 	art, recorded, err := evaluate.LoadVerdict(ctx, st, verdict)
 	if err != nil {
+		if isDamage(err) {
+			return res, fmt.Errorf("%w: %w", bundle.ErrVerify, err)
+		}
 		return res, fmt.Errorf("%w: %v", bundle.ErrVerify, err)
 	}
-	signers, err := bundle.Signers(ctx, st, art.Desc)
+	signers, skipped, err := TrustedSignatures(ctx, st, art.Desc, trusted)
+	res.Signers, res.Skipped = signers, skipped
 	if err != nil {
-		return res, fmt.Errorf("verdict %s: %w: %v", verdict.Digest, bundle.ErrVerify, err)
-	}
-	res.Signers = signers
-	if len(trusted) > 0 && !anyTrusted(signers, trusted) {
-		return res, fmt.Errorf("%s: %w (signed by %v)", verdict.Digest, ErrUntrusted, short(signers))
+		return res, fmt.Errorf("verdict %s: %w", verdict.Digest, err)
 	}
 	for _, d := range []digest.Digest{recorded.Inputs.Task, recorded.Inputs.Round} {
 		desc, err := st.Resolve(ctx, d.String())
@@ -158,6 +176,24 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 	reveal, err := st.Resolve(ctx, recorded.Inputs.Reveal.String())
 	if err != nil {
 		return res, fmt.Errorf("reveal %s: %w", recorded.Inputs.Reveal, err)
+	}
+	// A damaged or incomplete copy of the reveal or the submission is the
+	// auditor's store failing verification, not a verdict that differs (an
+	// absent submission manifest is left to the reveal checks, which record
+	// it as submission_missing).
+	inputs := []ocispec.Descriptor{reveal}
+	if sub, err := st.Resolve(ctx, recorded.Submission.String()); err == nil {
+		inputs = append(inputs, sub)
+	} else if !errors.Is(err, cas.ErrNotFound) {
+		return res, fmt.Errorf("submission %s: %w", recorded.Submission, err)
+	}
+	for _, desc := range inputs {
+		rep := bundle.Verify(ctx, st, desc, nil)
+		for _, p := range rep.Problems {
+			if isDamage(p) {
+				return res, fmt.Errorf("input %s: %w: %w", desc.Digest, bundle.ErrVerify, p)
+			}
+		}
 	}
 	refs, err := protocol.ResolveRefs(ctx, st, reveal)
 	if err != nil {
@@ -193,18 +229,45 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 	}
 	res.Recomputed = enc.Desc.Digest
 	for _, f := range findings {
-		res.Diffs = append(res.Diffs, Diff(f))
+		d := Diff{Path: f.Path, Recorded: f.Recorded, Recomputed: f.Recomputed}
+		if f.Equal {
+			res.Checks = append(res.Checks, d)
+		} else {
+			res.Diffs = append(res.Diffs, d)
+		}
+	}
+	// The verdict is about the submission (the reveal when the submission
+	// never arrived), whatever its manifest says: a verdict hung on another
+	// subject would be listed as evidence about that one.
+	want := refs.Submission.Digest
+	if refs.Submission.MediaType == "" {
+		want = refs.Reveal.Digest
+	}
+	if got := art.Manifest.Subject; got == nil || got.Digest != want {
+		recorded := "(absent)"
+		if got != nil {
+			recorded = got.Digest.String()
+		}
+		res.Diffs = append(res.Diffs, Diff{Path: "(subject)", Recorded: recorded, Recomputed: want.String()})
 	}
 	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical
 		return res, nil
 	}
 	res.Outcome = Differs
+	n := len(res.Diffs)
 	res.Diffs = append(res.Diffs, DiffJSON(art.Record, enc.Record)...)
-	if len(res.Diffs) == 0 {
-		res.Diffs = []Diff{{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()}}
+	if enc.Desc.Digest != verdict.Digest && len(res.Diffs) == n {
+		res.Diffs = append(res.Diffs, Diff{Path: "(manifest)", Recorded: verdict.Digest.String(), Recomputed: enc.Desc.Digest.String()})
 	}
 	return res, nil
+}
+
+// isDamage reports a store that fails to deliver what it names: bytes that
+// do not match their digest or size, or a blob that is absent. A record of
+// the wrong form is not damage: the reveal checks decide on it.
+func isDamage(err error) bool {
+	return errors.Is(err, cas.ErrDigestMismatch) || errors.Is(err, cas.ErrSizeMismatch) || errors.Is(err, cas.ErrNotFound)
 }
 
 func hasDigestProblem(rep bundle.Report) bool {
@@ -216,24 +279,44 @@ func hasDigestProblem(rep bundle.Report) bool {
 	return false
 }
 
-func anyTrusted(signers []string, trusted []*bundle.PublicKey) bool {
-	for _, s := range signers {
-		for _, k := range trusted {
-			if k.Fingerprint == s {
-				return true
-			}
+// TrustedSignatures checks the signatures of target against trusted and
+// returns the trusted signers and the signatures that did not count. When no
+// trusted key signed, the error wraps ErrUntrusted and bundle.ErrVerify and
+// names the trusted keys and the keys that did sign (or claim to have).
+func TrustedSignatures(ctx context.Context, st cas.Store, target ocispec.Descriptor, trusted []*bundle.PublicKey) ([]string, []bundle.SignatureCheck, error) {
+	checks, err := bundle.CheckSignatures(ctx, st, target, trusted)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing signatures: %w", err)
+	}
+	skipped := []bundle.SignatureCheck{}
+	for _, c := range checks {
+		if !c.Trusted {
+			skipped = append(skipped, c)
 		}
 	}
-	return false
+	signers := bundle.TrustedSigners(checks)
+	if len(signers) == 0 {
+		fps := make([]string, len(trusted))
+		for i, k := range trusted {
+			fps[i] = k.Fingerprint[:16]
+		}
+		return signers, skipped, &untrustedError{trusted: fps, found: &bundle.UntrustedError{Target: target.Digest, Checks: checks}}
+	}
+	return signers, skipped, nil
 }
 
-func short(fps []string) []string {
-	out := make([]string, len(fps))
-	for i, f := range fps {
-		out[i] = f[:16]
-	}
-	return out
+// untrustedError is a record no trusted key signed: it names the keys trusted
+// and the keys that did sign.
+type untrustedError struct {
+	trusted []string
+	found   *bundle.UntrustedError
 }
+
+func (e *untrustedError) Error() string {
+	return fmt.Sprintf("%v (trusted: %s; %s)", ErrUntrusted, strings.Join(e.trusted, ", "), e.found.Summary())
+}
+
+func (e *untrustedError) Unwrap() []error { return []error{ErrUntrusted, bundle.ErrVerify, e.found} }
 
 // DiffJSON lists the leaves where two JSON documents differ, with their paths
 // ("audit.rows[3].claimed"), sorted by path.

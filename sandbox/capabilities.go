@@ -44,34 +44,34 @@ type Capabilities struct {
 	// mapped into the sandbox.
 	Root bool `json:"root"`
 
-	UserNamespace    bool `json:"userNamespace"`
-	MountNamespace   bool `json:"mountNamespace"`
-	PIDNamespace     bool `json:"pidNamespace"`
-	NetworkNamespace bool `json:"networkNamespace"`
-	IPCNamespace     bool `json:"ipcNamespace"`
-	UTSNamespace     bool `json:"utsNamespace"`
-	CgroupNamespace  bool `json:"cgroupNamespace"`
+	UserNamespace    bool `json:"user_namespace"`
+	MountNamespace   bool `json:"mount_namespace"`
+	PIDNamespace     bool `json:"pid_namespace"`
+	NetworkNamespace bool `json:"network_namespace"`
+	IPCNamespace     bool `json:"ipc_namespace"`
+	UTSNamespace     bool `json:"uts_namespace"`
+	CgroupNamespace  bool `json:"cgroup_namespace"`
 	// ProcMount reports that a fresh /proc could be mounted in the new namespaces.
-	ProcMount bool `json:"procMount"`
+	ProcMount bool `json:"proc_mount"`
 	// Loopback reports that the loopback interface could be brought up.
 	Loopback bool `json:"loopback"`
 
 	Seccomp bool `json:"seccomp"`
 	// SeccompUserNotify lets the sandbox name the denied system call of a
 	// violation committed by any process of the tree.
-	SeccompUserNotify bool `json:"seccompUserNotify"`
+	SeccompUserNotify bool `json:"seccomp_user_notify"`
 
 	Landlock    bool `json:"landlock"`
-	LandlockABI int  `json:"landlockABI"`
+	LandlockABI int  `json:"landlock_abi"`
 
 	// MemoryCgroup, PidsCgroup and CPUCgroup are "v1", "v2" or "" when the
 	// controller cannot be used.
-	MemoryCgroup string `json:"memoryCgroup"`
-	PidsCgroup   string `json:"pidsCgroup"`
-	CPUCgroup    string `json:"cpuCgroup"`
+	MemoryCgroup string `json:"memory_cgroup"`
+	PidsCgroup   string `json:"pids_cgroup"`
+	CPUCgroup    string `json:"cpu_cgroup"`
 	// CPUQuotaCgroup is "v1", "v2" or "" for CPU bandwidth control, which
 	// keeps a run below the host's core count.
-	CPUQuotaCgroup string `json:"cpuQuotaCgroup"`
+	CPUQuotaCgroup string `json:"cpu_quota_cgroup"`
 
 	// Problems explains, sorted, every mechanism that is missing.
 	Problems []string `json:"problems"`

@@ -38,7 +38,7 @@ type initMount struct {
 }
 
 type initConfig struct {
-	RootDir string      `json:"rootDir"`
+	RootDir string      `json:"root_dir"`
 	Args    []string    `json:"args"`
 	Env     []string    `json:"env"`
 	Dir     string      `json:"dir"`
@@ -46,15 +46,15 @@ type initConfig struct {
 	Socket  string      `json:"socket"`
 	// Listen passes fdListen to the program as ListenFD.
 	Listen      bool  `json:"listen"`
-	TmpBytes    int64 `json:"tmpBytes"`
-	OutputBytes int64 `json:"outputBytes"`
-	OutputFiles int64 `json:"outputFiles"`
-	OpenFiles   int64 `json:"openFiles"`
+	TmpBytes    int64 `json:"tmp_bytes"`
+	OutputBytes int64 `json:"output_bytes"`
+	OutputFiles int64 `json:"output_files"`
+	OpenFiles   int64 `json:"open_files"`
 	// CPUMillis sets the program's RLIMIT_CPU backstop, unless NoLimit.
-	CPUMillis int64 `json:"cpuMillis"`
+	CPUMillis int64 `json:"cpu_millis"`
 	// SetUID makes the init switch the program to UID and GID; otherwise the
 	// init already runs as UID inside (single-uid mapping).
-	SetUID bool `json:"setUID"`
+	SetUID bool `json:"set_uid"`
 	// Landlock applies a Landlock ruleset when the kernel has one.
 	Landlock bool `json:"landlock"`
 	// Notify makes denied system calls reach the init (seccomp user
@@ -76,13 +76,13 @@ type initEvent struct {
 	// started
 	Landlock int `json:"landlock,omitempty"`
 	// exited
-	ExitCode   int    `json:"exitCode,omitempty"`
+	ExitCode   int    `json:"exit_code,omitempty"`
 	Signal     int    `json:"signal,omitempty"`
 	Violation  string `json:"violation,omitempty"`
 	Sigsys     bool   `json:"sigsys,omitempty"`
-	UserMicros int64  `json:"userMicros,omitempty"`
-	SysMicros  int64  `json:"sysMicros,omitempty"`
-	MaxRSSKiB  int64  `json:"maxRSSKiB,omitempty"`
+	UserMicros int64  `json:"user_micros,omitempty"`
+	SysMicros  int64  `json:"sys_micros,omitempty"`
+	MaxRSSKiB  int64  `json:"max_rss_kib,omitempty"`
 	// error
 	Stage   string `json:"stage,omitempty"`
 	Message string `json:"message,omitempty"`

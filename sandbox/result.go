@@ -34,42 +34,42 @@ type Result struct {
 	Detail string `json:"detail,omitempty"`
 	// ExitCode is the program's exit status, or -1 if it was killed by a
 	// signal or never ran.
-	ExitCode int `json:"exitCode"`
+	ExitCode int `json:"exit_code"`
 	// Signal is the signal that killed the program, or 0.
 	Signal int `json:"signal,omitempty"`
 	// Violation names the denied system call that ended the run, if any.
 	Violation string `json:"violation,omitempty"`
 
 	// WallMillis is the wall time from the program's start to its end.
-	WallMillis int64 `json:"wallMillis"`
+	WallMillis int64 `json:"wall_millis"`
 	// CPUMillis is the user+system CPU time of the program's whole tree.
-	CPUMillis int64 `json:"cpuMillis"`
+	CPUMillis int64 `json:"cpu_millis"`
 	// PeakMemoryBytes is the peak memory charged to the sandbox (with a memory
 	// cgroup) or the largest resident set of one process (without).
-	PeakMemoryBytes int64 `json:"peakMemoryBytes"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 
 	// Stdout and Stderr are the first Limits.StdoutBytes and
 	// Limits.StderrBytes of each stream.
 	Stdout []byte `json:"stdout"`
 	Stderr []byte `json:"stderr"`
 	// StdoutBytes and StderrBytes count everything the program wrote.
-	StdoutBytes int64 `json:"stdoutBytes"`
-	StderrBytes int64 `json:"stderrBytes"`
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
 	// StdoutTruncated and StderrTruncated report that a stream was cut.
-	StdoutTruncated bool `json:"stdoutTruncated,omitempty"`
-	StderrTruncated bool `json:"stderrTruncated,omitempty"`
+	StdoutTruncated bool `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool `json:"stderr_truncated,omitempty"`
 
 	// OutputFiles and OutputBytes count the regular files and their bytes
 	// copied to Spec.OutputDir (directories are not counted).
-	OutputFiles int64 `json:"outputFiles"`
-	OutputBytes int64 `json:"outputBytes"`
+	OutputFiles int64 `json:"output_files"`
+	OutputBytes int64 `json:"output_bytes"`
 	// OutputSkipped counts entries of the output directory that were not
 	// copied because they are neither regular files nor directories.
-	OutputSkipped int64 `json:"outputSkipped,omitempty"`
+	OutputSkipped int64 `json:"output_skipped,omitempty"`
 	// OutputFull and TmpFull report that the output directory or /tmp ran out
 	// of space or inodes.
-	OutputFull bool `json:"outputFull,omitempty"`
-	TmpFull    bool `json:"tmpFull,omitempty"`
+	OutputFull bool `json:"output_full,omitempty"`
+	TmpFull    bool `json:"tmp_full,omitempty"`
 
 	// Unsandboxed marks a run made without isolation (Spec.Unsandboxed).
 	// Nothing derived from such a run may be accepted as a verdict.

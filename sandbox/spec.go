@@ -49,27 +49,27 @@ type Mount struct {
 // name. A zero field takes the value from DefaultLimits.
 type Limits struct {
 	// WallMillis is the wall-clock budget from the program's start.
-	WallMillis int64 `json:"wallMillis"`
+	WallMillis int64 `json:"wall_millis"`
 	// CPUMillis is the CPU budget of the whole process tree (user+system), or NoLimit.
-	CPUMillis int64 `json:"cpuMillis"`
+	CPUMillis int64 `json:"cpu_millis"`
 	// MemoryBytes bounds all memory charged to the sandbox, including files in
 	// /tmp and /out, or NoLimit.
-	MemoryBytes int64 `json:"memoryBytes"`
+	MemoryBytes int64 `json:"memory_bytes"`
 	// Processes bounds the tasks (processes and threads) the program may have
 	// at once, or NoLimit.
 	Processes int64 `json:"processes"`
 	// OpenFiles bounds descriptor numbers per process (RLIMIT_NOFILE).
-	OpenFiles int64 `json:"openFiles"`
+	OpenFiles int64 `json:"open_files"`
 	// OutputBytes is the size of the output directory's file system.
-	OutputBytes int64 `json:"outputBytes"`
+	OutputBytes int64 `json:"output_bytes"`
 	// OutputFiles bounds the number of files and directories in the output directory.
-	OutputFiles int64 `json:"outputFiles"`
+	OutputFiles int64 `json:"output_files"`
 	// TmpBytes is the size of the private /tmp.
-	TmpBytes int64 `json:"tmpBytes"`
+	TmpBytes int64 `json:"tmp_bytes"`
 	// StdoutBytes and StderrBytes bound what is kept of each stream; the rest is
 	// counted and discarded.
-	StdoutBytes int64 `json:"stdoutBytes"`
-	StderrBytes int64 `json:"stderrBytes"`
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
 }
 
 // DefaultLimits returns the limits used for fields left zero.
@@ -104,7 +104,7 @@ type Spec struct {
 	// OutputDir is the host directory that receives the regular files and
 	// directories the program left in OutputPath. Empty discards them. Names
 	// already present are not overwritten: the copy fails instead.
-	OutputDir string `json:"outputDir,omitempty"`
+	OutputDir string `json:"output_dir,omitempty"`
 	// Socket is an absolute host path of a Unix socket made reachable at
 	// SocketPath; it is the only route out of the sandbox. The socket must be
 	// writable by UID.
@@ -196,7 +196,7 @@ func (s Spec) Validate() error {
 		targets = append(targets, m.Target)
 	}
 	if s.OutputDir != "" && !path.IsAbs(s.OutputDir) {
-		return bad("outputDir: %q is not an absolute path", s.OutputDir)
+		return bad("output_dir: %q is not an absolute path", s.OutputDir)
 	}
 	if s.Socket != "" && !path.IsAbs(s.Socket) {
 		return bad("socket: %q is not an absolute path", s.Socket)
@@ -209,12 +209,12 @@ func (s Spec) Validate() error {
 		name string
 		v    int64
 	}{
-		{"wallMillis", l.WallMillis},
-		{"outputBytes", l.OutputBytes},
-		{"outputFiles", l.OutputFiles},
-		{"tmpBytes", l.TmpBytes},
-		{"stdoutBytes", l.StdoutBytes},
-		{"stderrBytes", l.StderrBytes},
+		{"wall_millis", l.WallMillis},
+		{"output_bytes", l.OutputBytes},
+		{"output_files", l.OutputFiles},
+		{"tmp_bytes", l.TmpBytes},
+		{"stdout_bytes", l.StdoutBytes},
+		{"stderr_bytes", l.StderrBytes},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -225,8 +225,8 @@ func (s Spec) Validate() error {
 		name string
 		v    int64
 	}{
-		{"cpuMillis", l.CPUMillis},
-		{"memoryBytes", l.MemoryBytes},
+		{"cpu_millis", l.CPUMillis},
+		{"memory_bytes", l.MemoryBytes},
 		{"processes", l.Processes},
 	}
 	for _, p := range optional {

@@ -59,6 +59,9 @@ type Entry struct {
 	// Submission and Verdict point at the evidence; both are optional.
 	Submission digest.Digest `json:"submission,omitempty"`
 	Verdict    digest.Digest `json:"verdict,omitempty"`
+	// UnverifiedBeacon reports a verdict whose audit sample was drawn from a
+	// beacon value nothing shows was not chosen (not a verified drand round).
+	UnverifiedBeacon bool `json:"unverified_beacon,omitempty"`
 }
 
 // Standing is a miner's reward status and consensus score, which order the rows.
@@ -75,6 +78,8 @@ type Cell struct {
 	CarriedFrom string        `json:"carried_from,omitempty"`
 	Submission  digest.Digest `json:"submission,omitempty"`
 	Verdict     digest.Digest `json:"verdict,omitempty"`
+	// UnverifiedBeacon is the entry's UnverifiedBeacon.
+	UnverifiedBeacon bool `json:"unverified_beacon,omitempty"`
 }
 
 // Audit counts a row's cells by status.
@@ -170,7 +175,8 @@ func Leaderboard(entries []Entry, standings []Standing) (Board, error) {
 				row.Audit.Empty++
 				continue
 			}
-			row.Cells[j] = Cell{Status: e.Status, Score: e.Score, CarriedFrom: e.CarriedFrom, Submission: e.Submission, Verdict: e.Verdict}
+			row.Cells[j] = Cell{Status: e.Status, Score: e.Score, CarriedFrom: e.CarriedFrom, Submission: e.Submission, Verdict: e.Verdict,
+				UnverifiedBeacon: e.UnverifiedBeacon}
 			switch e.Status {
 			case CellPassed:
 				row.Audit.Passed++
@@ -222,7 +228,7 @@ func (e Entry) validate() error {
 
 func sameEntry(a, b Entry) bool {
 	return a.Status == b.Status && a.Score.Cmp(b.Score) == 0 && a.CarriedFrom == b.CarriedFrom &&
-		a.Submission == b.Submission && a.Verdict == b.Verdict
+		a.Submission == b.Submission && a.Verdict == b.Verdict && a.UnverifiedBeacon == b.UnverifiedBeacon
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -113,4 +113,7 @@ show emission --round "$ROUND" --from "$REPO" --pub "$WORK/validator/key.pub" --
 step "auditor: replay the confirmed verdict in a fresh store (held-out loss recomputed from the signed checkpoints)"
 show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$V_TUNED"
 
+step "auditor: retrain both runs for their recorded steps and compare the checkpoints bit for bit"
+show replay --retrain --pub "$WORK/validator/key.pub" "$V_TUNED"
+
 step "done: one optimizer confirmed and moved the frontier; its verdict replays identical"

@@ -93,7 +93,7 @@ show sample --beacon "$BEACON" --beacon-source drand:simulated:4242 "$REVEAL_hon
 
 step "validator: evaluate both reveals and push the signed verdicts"
 V_HONEST=$("$BIN/feval" evaluate --json --task "$TASK" --beacon "$BEACON" --beacon-source drand:simulated:4242 --now 2026-12-01T06:00:00Z --to "$REPO" "$REVEAL_honest" | python3 -c 'import json,sys; print(json.load(sys.stdin)["artifact"]["digest"])')
-show inspect "$V_HONEST" | head -4
+show inspect "$V_HONEST" | head -4 || true # head closes the pipe early
 set +e
 show evaluate --task "$TASK" --beacon "$BEACON" --beacon-source drand:simulated:4242 --now 2026-12-01T06:00:00Z --to "$REPO" "$REVEAL_inflated" | head -12 || true
 set -e
@@ -129,7 +129,21 @@ show push "$FORGED" "$REPO:forged"
 as auditor
 set +e
 show replay --from "$REPO" --pub "$WORK/validator/key.pub" "$FORGED"; echo "(exit $?: not signed by the trusted validator)"
-show replay "$FORGED"; echo "(exit $?: signed, but the regenerated verdict differs)"
+show replay --pub "$WORK/rogue/key.pub" "$FORGED"; echo "(exit $?: trusting the rogue's key: signed, but the regenerated verdict differs)"
 set -e
+
+step "everyone: keep the round, its verdicts and a consensus record in bin/demo for 'feval serve'"
+as validator >/dev/null
+FP_VALIDATOR=$("$BIN/feval" key show | sed -n 's/^fingerprint //p')
+KEEP="$BIN/demo"
+rm -rf "$KEEP"
+mkdir -p "$KEEP"
+cp "$WORK/validator/key.pub" "$KEEP/validator.pub"
+printf '{"stakes":{"%s":1}}\n' "$FP_VALIDATOR" > "$KEEP/stakes.json"
+export FEVAL_STORE="$KEEP/store" FEVAL_KEY="$KEEP/viewer.key"
+"$BIN/feval" init >/dev/null
+"$BIN/feval" key generate >/dev/null
+show consensus --round "$ROUND" --from "$REPO" --stakes "$KEEP/stakes.json" --pub "$KEEP/validator.pub" | head -8 || true
+echo "browse it: bin/feval serve --store bin/demo/store --pub bin/demo/validator.pub   (then open the printed URL)"
 
 step "done: honest verdict replayed identical; inflated rows rejected; forgeries caught"

@@ -4,17 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-	"sync"
 	"text/tabwriter"
-	"time"
 
 	"github.com/feval/feval/bundle"
-	"github.com/feval/feval/cas"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 )
 
 type ociDesc = ocispec.Descriptor
@@ -30,7 +25,8 @@ type appEnv struct {
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	a := &appEnv{stdin: stdin, stdout: stdout, stderr: stderr}
 	cli.AppHelpTemplate = cli.AppHelpTemplate + "\n" + exitCodeHelp
-	return &cli.App{
+	cli.FlagStringer = flagString
+	app := &cli.App{
 		Name:  "feval",
 		Usage: "verifiable evaluation for open competitions: signed OCI artifacts, replayable verdicts",
 		Description: "Miners run 'feval commit' and 'feval reveal'; validators run 'feval evaluate';\n" +
@@ -41,12 +37,6 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Reader:          stdin,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
-		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return usagef("%v (see 'feval %s --help')", err, c.Command.Name)
-		},
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(stderr, "feval: unknown command %q: see 'feval --help'\n", name)
-		},
 		Commands: []*cli.Command{
 			initCommand(a),
 			keyCommand(a),
@@ -72,9 +62,17 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			emissionCommand(a),
 			recordCommand(a),
 			sandboxCommand(a),
+			unpackCommand(a),
+			versionCommand(a),
+			completionCommand(a),
+			manCommand(a),
 			meterCommand(a),
+			serveCommand(a),
+			policyCommand(a),
 		},
 	}
+	applyConventions(app)
+	return app
 }
 
 // render prints a result: JSON when asked, else the text the command draws.
@@ -98,72 +96,6 @@ func (w *tabw) line(format string, a ...any) {
 	fmt.Fprintf(w.tw, format+"\n", a...)
 }
 
-// progress returns a terminal progress bar on stderr, or cas.NoProgress when
-// stderr is not a terminal or output is --json or --quiet.
-func (a *appEnv) progress(o *outputOptions, label string) cas.Progress {
-	f, ok := a.stderr.(*os.File)
-	if o.JSON || o.Quiet || !ok || !term.IsTerminal(int(f.Fd())) {
-		return cas.NoProgress
-	}
-	return &bar{w: f, label: label}
-}
-
-// bar is a one-line progress bar redrawn at most ten times a second.
-type bar struct {
-	w     io.Writer
-	label string
-	mu    sync.Mutex
-	total int64
-	done  int64
-	last  time.Time
-}
-
-func (b *bar) Start(total int64) { b.mu.Lock(); b.total = total; b.mu.Unlock() }
-
-func (b *bar) Add(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.done += n
-	if time.Since(b.last) > 100*time.Millisecond {
-		b.draw()
-		b.last = time.Now()
-	}
-}
-
-func (b *bar) Done() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.total > 0 {
-		b.draw()
-		fmt.Fprintln(b.w)
-	}
-}
-
-func (b *bar) draw() {
-	if b.total <= 0 {
-		return
-	}
-	const width = 30
-	frac := float64(b.done) / float64(b.total)
-	if frac > 1 {
-		frac = 1
-	}
-	n := int(frac * width)
-	fmt.Fprintf(b.w, "\r%s [%s%s] %s / %s", b.label, strings.Repeat("=", n), strings.Repeat(" ", width-n), humanBytes(b.done), humanBytes(b.total))
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 func shortDigest(d fmt.Stringer) string {
 	s := d.String()
 	if i := strings.IndexByte(s, ':'); i >= 0 && len(s) > i+13 {
@@ -175,7 +107,11 @@ func shortDigest(d fmt.Stringer) string {
 // args checks the positional argument count.
 func args(c *cli.Context, n int, names string) error {
 	if c.NArg() != n {
-		return usagef("'feval %s' takes %s (got %d arguments); flags go before arguments", c.Command.FullName(), names, c.NArg())
+		got := fmt.Sprintf("%d arguments", c.NArg())
+		if c.NArg() == 1 {
+			got = "1 argument"
+		}
+		return usagef("'%s' takes %s (got %s)\n%s", c.Command.HelpName, names, got, usageText(strings.Fields(c.Command.HelpName), c.Command))
 	}
 	return nil
 }

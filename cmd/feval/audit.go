@@ -6,7 +6,7 @@ import (
 	"math/big"
 	"os"
 
-	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/beacon"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
@@ -19,28 +19,50 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// beaconOptions: the public randomness of an audit.
+// beaconOptions: the public randomness of an audit, a drand round (verified)
+// or a plain value (unverified, for tests).
 type beaconOptions struct {
 	b rollouts.Beacon
 }
 
 func (o *beaconOptions) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "beacon", Usage: "beacon value that did not exist when commits closed (a later block hash, a drand round's randomness); required"},
-		&cli.StringFlag{Name: "beacon-source", Usage: "where the beacon comes from, e.g. drand:quicknet:12345 or block:4200; required"},
+		&cli.Uint64Flag{Name: "drand-round", Usage: "verifiable beacon: the drand round (quicknet: the first round after commits closed)", DefaultText: "none"},
+		&cli.StringFlag{Name: "drand-signature", Usage: "verifiable beacon: that round's signature (96 lower-case hex, the relay's \"signature\")"},
+		&cli.StringFlag{Name: "drand-chain", Usage: "verifiable beacon: the drand chain hash", Value: beacon.Quicknet.Hash, DefaultText: "quicknet"},
+		&cli.StringFlag{Name: "beacon", Usage: "unverified beacon for tests: a value (recorded as unverified); with --beacon-source"},
+		&cli.StringFlag{Name: "beacon-source", Usage: "unverified beacon for tests: where the value comes from, e.g. block:4200"},
 	}
 }
 
 func (o *beaconOptions) Parse(c *cli.Context) error {
+	drand := c.IsSet("drand-round") || c.IsSet("drand-signature")
+	plain := c.IsSet("beacon") || c.IsSet("beacon-source")
+	switch {
+	case drand && plain:
+		return usagef("--drand-round/--drand-signature and --beacon/--beacon-source are two kinds of beacon: give one")
+	case drand:
+		if !c.IsSet("drand-round") || !c.IsSet("drand-signature") {
+			return usagef("--drand-round and --drand-signature are both required for a drand beacon")
+		}
+		o.b = rollouts.Beacon{Drand: &beacon.Drand{Chain: c.String("drand-chain"), Round: c.Uint64("drand-round"), Signature: c.String("drand-signature")}}
+		if len(o.b.Drand.Signature) > 1024 || len(o.b.Drand.Chain) > 256 {
+			return usagef("--drand-signature or --drand-chain too long")
+		}
+		return nil
+	}
 	o.b = rollouts.Beacon{Source: c.String("beacon-source"), Value: c.String("beacon")}
 	if o.b.Value == "" || o.b.Source == "" {
-		return usagef("--beacon and --beacon-source are both required")
+		return usagef("a beacon is required: --drand-round N --drand-signature HEX (verifiable), or --beacon V --beacon-source S (unverified, for tests)")
 	}
 	if len(o.b.Value) > 1024 || len(o.b.Source) > 256 {
 		return usagef("--beacon (1024) or --beacon-source (256 bytes) too long")
 	}
 	return nil
 }
+
+// beaconText names a beacon and says whether it was verified.
+func beaconText(b rollouts.Beacon) string { return b.Text() }
 
 type sampleResult struct {
 	Seed       string          `json:"seed"`
@@ -108,6 +130,11 @@ func sampleCommand(a *appEnv) *cli.Command {
 					return usagef("-n %d: want 1..%d", n, task.Spec.Rows)
 				}
 			}
+			b, err := bo.b.Derive()
+			if err != nil {
+				return usagef("%v", err)
+			}
+			bo.b = b
 			seed := scoring.AuditSeed(bo.b.Source, bo.b.Value, rv.Commitment, rv.Submission.String())
 			res := sampleResult{Seed: scoring.SeedHex(seed), Beacon: bo.b, Commitment: rv.Commitment, Submission: rv.Submission.String(),
 				RowsTotal: task.Spec.Rows, SampleSize: n, Rows: scoring.SampleRows(seed, task.IDs(), n)}
@@ -120,6 +147,7 @@ func sampleCommand(a *appEnv) *cli.Command {
 				res.Detection = append(res.Detection, detection{CheatRate: fmt.Sprintf("%d/100", pct), CheatRows: k, Probability: decimal(p, 6)})
 			}
 			return a.render(out, res, func(w *tabw) {
+				w.line("beacon %s", beaconText(res.Beacon))
 				w.line("seed %s", res.Seed)
 				for _, d := range res.Detection {
 					w.line("P(catch | %s of rows cheat) = %s", d.CheatRate, d.Probability)
@@ -163,7 +191,9 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			k.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
-			if c.String("beacon") != "" || c.String("beacon-source") != "" {
+			// A beacon is for rollouts audits; the rollouts driver refuses an
+			// audit without one.
+			if c.IsSet("beacon") || c.IsSet("beacon-source") || c.IsSet("drand-round") || c.IsSet("drand-signature") {
 				if err := bo.Parse(c); err != nil {
 					return err
 				}
@@ -214,8 +244,27 @@ func evaluateCommand(a *appEnv) *cli.Command {
 				req.Source = src
 			}
 			res, err := evaluate.Evaluate(c.Context, l, s, req)
-			if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, evaluate.ErrOptions) {
+			if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, scenarios.ErrNoHidden) {
 				return usagef("%v", err)
+			}
+			if errors.Is(err, rollouts.ErrBeacon) {
+				return usagef("%v", err)
+			}
+			var rej *evaluate.RejectedError
+			if errors.As(err, &rej) {
+				// A protocol without a verdict format: the reveal check is the result.
+				if err := a.render(out, rej.Entry, func(w *tabw) {
+					w.line("reveal\t%s", rej.Reveal)
+					w.line("status\t%s %s", rej.Entry.Status, rej.Entry.Reason)
+					w.line("detail\t%s", rej.Entry.Detail)
+					for _, vi := range rej.Entry.Violations {
+						w.line("violation\t%s", vi)
+					}
+				}); err != nil {
+					return err
+				}
+				return &renderedError{code: exitRejected, err: rej,
+					summary: fmt.Sprintf("reveal %s rejected (%s); no verdict written", rej.Reveal, rej.Entry.Reason)}
 			}
 			if err != nil {
 				return err
@@ -270,13 +319,11 @@ func replayCommand(a *appEnv) *cli.Command {
 			if err := args(c, 1, "one VERDICT"); err != nil {
 				return err
 			}
-			var trusted []*bundle.PublicKey
-			if len(tr.Keys) > 0 {
-				keys, err := tr.Load()
-				if err != nil {
-					return err
-				}
-				trusted = keys
+			// Replay decides on the auditor's keys (--pub, else its own), never
+			// on whoever signed.
+			trusted, err := tr.Load()
+			if err != nil {
+				return err
 			}
 			l, err := st.Open()
 			if err != nil {
@@ -308,6 +355,10 @@ func replayCommand(a *appEnv) *cli.Command {
 			}
 			if err := a.render(out, res, func(w *tabw) {
 				w.line("%s %s (status %s, signed by %s)", res.Outcome, res.Verdict, res.Status, fingerprints(res.Signers))
+				for _, ch := range res.Checks {
+					w.line("checked %s: %s", ch.Path, ch.Recomputed)
+				}
+				renderSkipped(w, res.Skipped)
 				if res.Outcome == replay.Differs {
 					w.line("recomputed %s", res.Recomputed)
 					w.row("PATH", "RECORDED", "RECOMPUTED")

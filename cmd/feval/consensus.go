@@ -18,14 +18,15 @@ import (
 )
 
 func consensusCommand(a *appEnv) *cli.Command {
-	st, k, rem, out := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}
+	st, k, rem, out, tr := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}, &trustOptions{}
 	return &cli.Command{
 		Name:  "consensus",
 		Usage: "aggregate a round's signed verdicts into a signed consensus record: scores, seat, weights, exclusions",
 		Description: "The stake table is a JSON file {\"stakes\": {\"FINGERPRINT\": STAKE, ...}} or a signed 'stakes'\n" +
 			"artifact; the rules a JSON file (omitted members keep their defaults, see docs/CONSENSUS.md) or a\n" +
 			"signed 'rules' artifact. Files are recorded as signed artifacts so that 'feval replay' can\n" +
-			"re-derive the record from its inputs.",
+			"re-derive the record from its inputs. A stakes or rules artifact must be signed by your key or\n" +
+			"by a key given with --pub (the round owner's, for one); other signers are not trusted.",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "stakes", Usage: "stake table: a JSON file, or a stakes artifact's digest, prefix or tag; required"},
@@ -34,10 +35,11 @@ func consensusCommand(a *appEnv) *cli.Command {
 			&cli.StringFlag{Name: "to", Usage: "registry repository to push the record (and any input it lacks) to"},
 			&cli.StringFlag{Name: "incumbent", Usage: "submission digest of the seat holder before the round (default: the seat is vacant)"},
 			&cli.StringFlag{Name: "incumbent-score", Usage: "the incumbent's recorded seat score, an exact rational such as 7/10; required with --incumbent"},
-		}, st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
+		}, st.Flags(), k.Flags(), inputTrustFlags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
+			tr.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
 			if err := args(c, 0, "no arguments"); err != nil {
@@ -46,6 +48,11 @@ func consensusCommand(a *appEnv) *cli.Command {
 			opts, err := consensusOptions(c)
 			if err != nil {
 				return err
+			}
+			if len(tr.Keys) > 0 {
+				if opts.Trusted, err = tr.Load(); err != nil {
+					return err
+				}
 			}
 			src, err := rem.OpenOptional(c.String("from"))
 			if err != nil {
@@ -226,6 +233,7 @@ func (a *appEnv) replayConsensus(ctx context.Context, out *outputOptions, l *cas
 	}
 	if err := a.render(out, res, func(w *tabw) {
 		w.line("%s %s (consensus of round %s, signed by %s)", res.Outcome, res.Consensus, res.Round, fingerprints(res.Signers))
+		renderSkipped(w, res.Skipped)
 		if res.Outcome == replay.Differs {
 			w.line("recomputed %s", res.Recomputed)
 			w.row("PATH", "RECORDED", "RECOMPUTED")

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/policy"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/replay"
+	"github.com/feval/feval/sandbox"
 )
 
 // Exit codes. They are part of feval's interface: scripts test them.
@@ -57,17 +61,20 @@ func exitCode(err error) int {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
-		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge):
+		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, protocol.ErrDamaged),
+		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys),
+		errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry):
 		return exitUsage
-	case errors.Is(err, protocol.ErrGate):
+	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
+		errors.Is(err, rollouts.ErrTask), errors.Is(err, policy.ErrPack), errors.Is(err, policy.ErrStart):
 		return exitRejected
-	case errors.Is(err, cas.ErrUnreachable):
+	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry), errors.Is(err, sandbox.ErrUnavailable):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),
-		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted):
+		errors.Is(err, bundle.ErrNotArtifact), errors.Is(err, replay.ErrUntrusted), errors.Is(err, cas.ErrInvalid):
 		return exitVerify
-	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey),
+	case errors.Is(err, cas.ErrNotFound), errors.Is(err, cas.ErrNoStore), errors.Is(err, errNoKey), errors.Is(err, fs.ErrNotExist),
 		errors.Is(err, protocol.ErrUnknownCommitment):
 		return exitNotFound
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/web"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/urfave/cli/v2"
 )
@@ -13,6 +14,7 @@ type inspectResult struct {
 	Digest    string               `json:"digest"`
 	Kind      string               `json:"kind"`
 	Subject   *ocispec.Descriptor  `json:"subject,omitempty"`
+	Summary   []web.Field          `json:"summary"`
 	Record    json.RawMessage      `json:"record"`
 	Payloads  []ocispec.Descriptor `json:"payloads"`
 	Referrers []ocispec.Descriptor `json:"referrers"`
@@ -21,11 +23,13 @@ type inspectResult struct {
 func inspectCommand(a *appEnv) *cli.Command {
 	st, out := &storeOptions{}, &outputOptions{}
 	return &cli.Command{
-		Name:      "inspect",
-		Usage:     "show an artifact's record, payload layers and referrers",
+		Name:  "inspect",
+		Usage: "show an artifact: its record summarized by kind (a verdict: status, reason, scores, audit, mismatches, inputs), payload layers and referrers",
+		Description: "The text output summarizes the record; --record prints the record's canonical JSON bytes\n" +
+			"and --json the whole result, record included.",
 		ArgsUsage: "DIGEST|PREFIX|TAG",
 		Flags: flagSet([]cli.Flag{
-			&cli.BoolFlag{Name: "record", Usage: "print only the record's canonical JSON bytes"},
+			&cli.BoolFlag{Name: "record", Usage: "print only the record's canonical JSON bytes (the full record)"},
 		}, st.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -54,7 +58,7 @@ func inspectCommand(a *appEnv) *cli.Command {
 				return err
 			}
 			res := inspectResult{Digest: desc.Digest.String(), Kind: art.Kind, Subject: art.Manifest.Subject,
-				Record: art.Record, Payloads: art.Payloads, Referrers: refs}
+				Summary: web.Summarize(art.Kind, art.Record), Record: art.Record, Payloads: art.Payloads, Referrers: refs}
 			if res.Payloads == nil {
 				res.Payloads = []ocispec.Descriptor{}
 			}
@@ -64,7 +68,9 @@ func inspectCommand(a *appEnv) *cli.Command {
 				if res.Subject != nil {
 					w.line("subject\t%s", res.Subject.Digest)
 				}
-				w.line("record\t%s", res.Record)
+				for _, f := range res.Summary {
+					w.line("%s\t%s", f.Name, f.Value)
+				}
 				for _, p := range res.Payloads {
 					w.line("payload\t%s\t%s\t%d bytes\t%s", p.Digest, p.MediaType, p.Size, p.Annotations[ocispec.AnnotationTitle])
 				}

@@ -85,6 +85,13 @@ func renderBoard(w *tabw, b consensus.Board) {
 }
 
 func cellText(c scoring.Cell) string {
+	if c.UnverifiedBeacon {
+		return cellStatusText(c) + " (unverified beacon)"
+	}
+	return cellStatusText(c)
+}
+
+func cellStatusText(c scoring.Cell) string {
 	switch c.Status {
 	case scoring.CellPassed:
 		return "Passed " + c.Score.String()

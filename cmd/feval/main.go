@@ -20,6 +20,9 @@ func main() {
 // run executes the command line and returns the process exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdin, stdout, stderr)
-	err := app.Run(args)
+	args, err := prepareArgs(app, args)
+	if err == nil {
+		err = app.Run(args)
+	}
 	return report(err, stderr)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,10 +40,11 @@ type storeOptions struct {
 }
 
 func (o *storeOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore(), DefaultText: "$" + envStore + " or " + defaultStore()}}
+	return []cli.Flag{&cli.StringFlag{Name: "store", Usage: "local store directory", EnvVars: []string{envStore}, Value: defaultStore()}}
 }
 
-func (o *storeOptions) Parse(c *cli.Context) { o.Path = c.String("store") }
+// Parse reads --store; an empty value (FEVAL_STORE set but empty) means the default.
+func (o *storeOptions) Parse(c *cli.Context) { o.Path = cmp.Or(c.String("store"), defaultStore()) }
 
 // Open opens the existing local store.
 func (o *storeOptions) Open() (*cas.Layout, error) { return cas.OpenLayout(o.Path) }
@@ -55,10 +57,11 @@ type keyOptions struct {
 var errNoKey = errors.New("no signing key")
 
 func (o *keyOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey(), DefaultText: "$" + envKey + " or " + defaultKey()}}
+	return []cli.Flag{&cli.StringFlag{Name: "key", Usage: "private signing key", EnvVars: []string{envKey}, Value: defaultKey()}}
 }
 
-func (o *keyOptions) Parse(c *cli.Context) { o.Path = c.String("key") }
+// Parse reads --key; an empty value (FEVAL_KEY set but empty) means the default.
+func (o *keyOptions) Parse(c *cli.Context) { o.Path = cmp.Or(c.String("key"), defaultKey()) }
 
 // Signer loads and decrypts the signing key.
 func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {
@@ -74,8 +77,11 @@ func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {
 		return nil, err
 	}
 	s, err := bundle.LoadSigner(pemBytes, pw)
-	if err != nil {
+	if errors.Is(err, bundle.ErrBadPassword) {
 		return nil, fmt.Errorf("%s: %w (check FEVAL_PASSWORD)", o.Path, err)
+	}
+	if err != nil {
+		return nil, usagef("%s is not a usable private key, it is damaged or truncated (%v): restore it from a backup or create a new one with 'feval key generate'", o.Path, err)
 	}
 	return s, nil
 }
@@ -127,16 +133,36 @@ func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
 	return out, nil
 }
 
-// remoteOptions: how registries are reached.
+// remoteOptions: how registries are reached, and how long feval waits for them.
 type remoteOptions struct {
-	PlainHTTP bool
+	PlainHTTP   bool
+	IdleTimeout time.Duration
+	Deadline    time.Time // zero: none
 }
+
+// Environment variables of the registry deadlines (flag > environment > default).
+const (
+	envTimeout     = "FEVAL_TIMEOUT"
+	envIdleTimeout = "FEVAL_IDLE_TIMEOUT"
+)
 
 func (o *remoteOptions) Flags() []cli.Flag {
-	return []cli.Flag{&cli.BoolFlag{Name: "plain-http", Usage: "use plain HTTP for a non-loopback registry", EnvVars: []string{envPlainHTTP}}}
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "plain-http", Usage: "use plain HTTP for a non-loopback registry", EnvVars: []string{envPlainHTTP}},
+		&cli.DurationFlag{Name: "timeout", Usage: "give up on the registry after this long in total (0: no limit)", EnvVars: []string{envTimeout}},
+		&cli.DurationFlag{Name: "idle-timeout", Usage: "give up on a registry connection that makes no progress for this long", EnvVars: []string{envIdleTimeout}, Value: cas.DefaultIdleTimeout},
+	}
 }
 
-func (o *remoteOptions) Parse(c *cli.Context) { o.PlainHTTP = c.Bool("plain-http") }
+// Parse reads the flags; the --timeout deadline counts from now.
+func (o *remoteOptions) Parse(c *cli.Context) {
+	o.PlainHTTP = c.Bool("plain-http")
+	o.IdleTimeout = c.Duration("idle-timeout")
+	o.Deadline = time.Time{}
+	if d := c.Duration("timeout"); d > 0 {
+		o.Deadline = time.Now().Add(d)
+	}
+}
 
 // Open connects to the repository in ref and returns it with the tag or digest
 // ref names ("" if none).
@@ -145,7 +171,8 @@ func (o *remoteOptions) Open(ref string) (*cas.Remote, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rem, err := cas.OpenRemote(r, cas.RemoteOptions{PlainHTTP: o.PlainHTTP, DockerConfig: dockerConfigFile()})
+	rem, err := cas.OpenRemote(r, cas.RemoteOptions{PlainHTTP: o.PlainHTTP, DockerConfig: dockerConfigFile(),
+		IdleTimeout: o.IdleTimeout, Deadline: o.Deadline})
 	return rem, r.Reference, err
 }
 

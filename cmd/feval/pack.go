@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 
@@ -50,7 +51,7 @@ func packCommand(a *appEnv) *cli.Command {
 
 func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, path, kind, tag string, prog cas.Progress) (bundle.Packed, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return bundle.Packed{}, usagef("%s does not exist", path)
+		return bundle.Packed{}, fmt.Errorf("%s does not exist: %w", path, fs.ErrNotExist)
 	}
 	ts, err := created()
 	if err != nil {

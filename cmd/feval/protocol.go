@@ -306,14 +306,34 @@ func revealsCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return a.render(out, rep, func(w *tabw) {
+			if err := a.render(out, rep, func(w *tabw) {
 				w.row("COMMITMENT", "MINER", "REVEAL", "STATUS", "REASON", "DETAIL")
 				for _, e := range append(rep.Entries, rep.Extra...) {
 					w.row(short(e.Commitment), short(e.Miner), short(e.Reveal.String()), e.Status, e.Reason, e.Detail)
 				}
-			})
+			}); err != nil {
+				return err
+			}
+			return rejectedReveals(rep)
 		},
 	}
+}
+
+// rejectedReveals is the exit status of a listing already rendered: exit 6
+// when any commitment or reveal of it is rejected, whatever the protocol.
+func rejectedReveals(rep protocol.RoundReport) error {
+	n, total := 0, 0
+	for _, e := range append(append([]protocol.Entry{}, rep.Entries...), rep.Extra...) {
+		total++
+		if e.Status == protocol.StatusRejected {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return &renderedError{code: exitRejected, err: fmt.Errorf("%d rejected", n),
+		summary: fmt.Sprintf("%d of %d commitments and reveals rejected (listed on stdout)", n, total)}
 }
 
 func short(s string) string {

@@ -92,7 +92,7 @@ func sandboxRunCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a command under the sandbox, as evaluations do, and report what happened",
-		ArgsUsage: "[flags] -- CMD [ARGS...]",
+		ArgsUsage: "-- CMD [ARGS...]",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringSliceFlag{Name: "input", Usage: "HOST:TARGET mounted read-only (TARGET under /in; repeatable)"},
 			&cli.StringFlag{Name: "output", Usage: "host directory that receives what the command leaves in /out"},

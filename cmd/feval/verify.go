@@ -47,6 +47,7 @@ func verifyCommand(a *appEnv) *cli.Command {
 			if err := a.render(out, rep, func(w *tabw) {
 				if len(rep.Problems) == 0 {
 					w.line("verified %s: %d objects, signed by %s", rep.Root, rep.Objects, fingerprints(rep.Signers[rep.Root]))
+					renderSkipped(w, rep.Skipped)
 					return
 				}
 				w.row("ROLE", "OBJECT", "PROBLEM")

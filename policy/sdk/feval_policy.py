@@ -233,6 +233,10 @@ def _message(result):
     raise PolicyOutputError("route returned %s; return a str, a message dict, an Answer or a Stream" % type(result).__name__)
 
 
+def _dumps(obj):
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
 def _finish(message):
     return "tool_calls" if isinstance(message, dict) and message.get("tool_calls") else "stop"
 
@@ -246,7 +250,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _send(self, status, obj, headers=()):
-        data = json.dumps(obj).encode()
+        data = _dumps(obj)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -297,7 +301,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
         def event(obj):
-            data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+            data = b"data: " + (obj if isinstance(obj, bytes) else _dumps(obj)) + b"\n\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 

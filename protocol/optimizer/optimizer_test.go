@@ -87,7 +87,7 @@ func TestReferenceSubmissions(t *testing.T) {
 			if !c.replays {
 				return
 			}
-			res, err := replay.Run(w.ctx, w.validator, art, nil)
+			res, err := replay.Run(w.ctx, w.validator, art, w.trusted())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,17 +143,25 @@ func stripExpect(t *testing.T, dir string) string {
 
 // TestLeaks runs gate-passing submissions that try to reach more than the
 // parameters and their gradients: a closure (none is passed), the autograd
-// graph (freed before step), gradient hooks (they see only the gradient), and
-// the global random generator (initialisation and data order use the task's
-// own generators). Each computes plain SGD with momentum unless its leak
-// works, so each must produce the baseline's checkpoint bit for bit.
+// graph (freed before step) and the global random generator (initialisation
+// and data order use the task's own generators). Each computes plain SGD with
+// momentum unless its leak works, so each must produce the baseline's
+// checkpoint bit for bit. A submission that registers gradient hooks fails
+// its run.
 func TestLeaks(t *testing.T) {
 	w := newWorld(t, nil)
 	base, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
 	if base.Status != protocol.VerdictPassed {
 		t.Fatalf("baseline: %s %s", base.Status, base.Detail)
 	}
-	for _, name := range []string{"leak-closure", "leak-autograd-graph", "leak-hooks", "leak-global-rng"} {
+	t.Run("leak-hooks", func(t *testing.T) {
+		w.t = t
+		v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("leak-hooks"))), evaluate.Options{})
+		if v.Status != protocol.VerdictRejected || v.Reason != optimizer.RunForbiddenHook || v.Runs[0].Steps != 0 {
+			t.Fatalf("%s %s %q after %d steps", v.Status, v.Reason, v.Detail, v.Runs[0].Steps)
+		}
+	})
+	for _, name := range []string{"leak-closure", "leak-autograd-graph", "leak-global-rng"} {
 		t.Run(name, func(t *testing.T) {
 			w.t = t
 			v, _ := w.evaluate(w.submit(stripExpect(t, fixtures(name))), evaluate.Options{})
@@ -209,9 +217,30 @@ func TestBadCheckpoints(t *testing.T) {
 	}
 }
 
-// TestInfraError: a validator without the interpreter gets infra_error, never
-// a rejection of the submission.
+// TestInfraError: a validator without the interpreter, or whose Python lacks
+// a module the trainer imports before the submission (as when python3-torch
+// is missing), gets infra_error, never a rejection of the submission.
 func TestInfraError(t *testing.T) {
+	t.Run("missing-module", func(t *testing.T) {
+		w := newWorld(t, func(dir string) {
+			p := filepath.Join(dir, "train.py")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := strings.Replace(string(b), "import torch\n", "import torch\nimport feval_missing_module\n", 1)
+			if src == string(b) {
+				t.Fatal("the trainer's imports moved")
+			}
+			if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+		v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
+		if v.Status != protocol.VerdictInfraError || !strings.Contains(v.Detail, "No module named 'feval_missing_module'") {
+			t.Fatalf("%s %s %q, want infra_error naming the module", v.Status, v.Reason, v.Detail)
+		}
+	})
 	w := newWorld(t, nil)
 	v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))),
 		evaluate.Options{Optimizer: optimizer.Params{Machine: optimizer.Machine{Python: "/usr/bin/python3-missing"}}})
@@ -232,12 +261,12 @@ func TestReplayRetrain(t *testing.T) {
 	if v.Outcome != optimizer.OutcomeConfirmed {
 		t.Fatalf("tuned: %s %s %s", v.Status, v.Reason, v.Outcome)
 	}
-	res, err := replay.RunWith(w.ctx, w.validator, art, nil, evaluate.Options{Retrain: true})
+	res, err := replay.RunWith(w.ctx, w.validator, art, w.trusted(), evaluate.Options{Retrain: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != replay.Identical {
-		t.Fatalf("retrain: %s %+v", res.Outcome, res.Diffs)
+	if res.Outcome != replay.Identical || len(res.Checks) != 2 || !strings.Contains(res.Checks[1].Recomputed, "bitwise equal") {
+		t.Fatalf("retrain: %s %+v %+v", res.Outcome, res.Diffs, res.Checks)
 	}
 	// A validator that signs a better loss than its checkpoint gives is caught.
 	forged := v
@@ -252,7 +281,7 @@ func TestReplayRetrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = replay.Run(w.ctx, w.validator, fd, nil)
+	res, err = replay.Run(w.ctx, w.validator, fd, w.trusted())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,5 +395,30 @@ func TestSubmissionFailures(t *testing.T) {
 				t.Fatalf("%s %s %q, want rejected %s mentioning %q", v.Status, v.Reason, v.Detail, c.reason, c.detail)
 			}
 		})
+	}
+}
+
+// TestHeldOutDataNeverInTraining: the training sandbox's task directory has
+// no held-out data or held-out program.
+func TestHeldOutDataNeverInTraining(t *testing.T) {
+	w := newWorld(t, func(dir string) {
+		p := filepath.Join(dir, "train.py")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A trainer that reports, as its error, whether the held-out files exist.
+		probe := "    result[\"error\"] = \"HeldOutVisible\" if os.path.exists(os.path.join(task_dir, spec[\"data\"][\"held_out\"])) or os.path.exists(os.path.join(task_dir, \"heldout.py\")) else \"HeldOutHidden\"\n    result[\"status\"] = \"crashed\"\n    write_result(out_dir, result)\n    return\n"
+		src := strings.Replace(string(b), "    result = {\"status\": \"ok\", \"steps\": 0}\n", "    result = {\"status\": \"ok\", \"steps\": 0}\n"+probe, 1)
+		if src == string(b) {
+			t.Fatal("the trainer's result moved")
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
+	if !strings.Contains(v.Detail, "HeldOutHidden") {
+		t.Fatalf("%s %s %q: the training sandbox can see held-out data", v.Status, v.Reason, v.Detail)
 	}
 }

@@ -123,7 +123,7 @@ func loadCheckpoint(ctx context.Context, c Case, spec Spec, d digest.Digest) ([]
 // retrain trains run r again for its recorded steps and compares checkpoints.
 func retrain(ctx context.Context, m Machine, w *workspace, r Run, recorded []byte) ([]Finding, error) {
 	path := fmt.Sprintf("runs[%d].checkpoint_content", r.Index)
-	t, err := m.Train(ctx, w.spec, w.taskDir, w.subDir, r.Seed, r.Steps)
+	t, err := m.Train(ctx, w.spec, w.trainDir, w.subDir, r.Seed, r.Steps)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func retrain(ctx context.Context, m Machine, w *workspace, r Run, recorded []byt
 	}
 	got := digest.FromBytes(t.Checkpoint)
 	if got == r.CheckpointContent {
-		return nil, nil
+		return []Finding{{Path: path, Recorded: r.CheckpointContent.String(), Recomputed: got.String() + " (bitwise equal)", Equal: true}}, nil
 	}
 	tensor, elem, _, err := FirstDifference(recorded, t.Checkpoint)
 	if err != nil {

@@ -44,6 +44,7 @@ const (
 	RunOutputExceeded = "output_exceeded"
 	RunBadCheckpoint  = "bad_checkpoint"
 	RunBadResult      = "bad_result"
+	RunForbiddenHook  = "forbidden_hook"
 	RunInfra          = "infra_error"
 )
 
@@ -204,6 +205,9 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		return t, nil
 	case "crashed":
 		t.Status, t.Detail = RunCrashed, "the optimizer raised "+identifier(r.Error)
+		return t, nil
+	case "hooks":
+		t.Status, t.Detail = RunForbiddenHook, "the optimizer registered a hook on a parameter; it sees gradients through step() only"
 		return t, nil
 	default:
 		t.Status, t.Detail = RunBadResult, "unknown trainer status"

@@ -128,12 +128,15 @@ type Case = protocol.Case
 
 // workspace is a case's task and submission, on disk for the sandbox.
 type workspace struct {
-	spec            Spec
-	taskDir, subDir string
+	spec Spec
+	// taskDir is the whole task (for the held-out evaluation); trainDir the
+	// task without the held-out data and program, so that held-out data
+	// never enters the process that runs miner code.
+	taskDir, trainDir, subDir string
 }
 
 func (w *workspace) close() {
-	for _, d := range []string{w.taskDir, w.subDir} {
+	for _, d := range []string{w.taskDir, w.trainDir, w.subDir} {
 		if d != "" {
 			os.RemoveAll(d)
 		}
@@ -153,6 +156,10 @@ func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace
 		return nil, err
 	}
 	if withSubmission {
+		if w.trainDir, err = Materialize(without(taskFS, w.spec.Data.HeldOut, w.spec.Entry.HeldOut)); err != nil {
+			w.close()
+			return nil, err
+		}
 		art, err := bundle.Load(ctx, c.Store, c.Refs.Submission)
 		if err != nil {
 			w.close()
@@ -174,6 +181,43 @@ func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace
 		}
 	}
 	return w, nil
+}
+
+// without hides the named top-level files of a tree.
+func without(fsys fs.FS, names ...string) fs.FS {
+	return hiddenFS{fsys, names}
+}
+
+type hiddenFS struct {
+	fs.FS
+	hidden []string
+}
+
+func (h hiddenFS) Open(name string) (fs.File, error) {
+	for _, n := range h.hidden {
+		if name == n {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+	}
+	return h.FS.Open(name)
+}
+
+func (h hiddenFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	es, err := fs.ReadDir(h.FS, name)
+	if err != nil || name != "." {
+		return es, err
+	}
+	out := es[:0:0]
+	for _, e := range es {
+		hide := false
+		for _, n := range h.hidden {
+			hide = hide || e.Name() == n
+		}
+		if !hide {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func (p Params) start(c Case, spec Spec) Verdict {
@@ -222,7 +266,7 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 // train makes run i: training, checkpoint validation and signing, held-out loss.
 func (p Params) train(ctx context.Context, c Case, w *workspace, i int) (Run, error) {
 	r := Run{Index: i, Seed: w.spec.Seeds[i]}
-	t, err := p.Machine.Train(ctx, w.spec, w.taskDir, w.subDir, r.Seed, 0)
+	t, err := p.Machine.Train(ctx, w.spec, w.trainDir, w.subDir, r.Seed, 0)
 	if err != nil {
 		return r, err
 	}

@@ -171,3 +171,6 @@ func loss(r optimizer.Run) int64 {
 func bundleRead(w *world, art *bundle.Loaded) ([]byte, error) {
 	return bundle.ReadPayload(w.ctx, w.validator, art.Payloads[0], 1<<20)
 }
+
+// trusted is the auditor's trust: the validator's key.
+func (w *world) trusted() []*bundle.PublicKey { return []*bundle.PublicKey{w.key.Public()} }

@@ -7,12 +7,11 @@ package rollouts
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 
+	"github.com/feval/feval/internal/strictjson"
 	"github.com/feval/feval/scoring/ifeval"
 	"github.com/feval/feval/scoring/mathverify"
 )
@@ -77,7 +76,7 @@ func LoadTask(fsys fs.FS) (*LoadedTask, error) {
 		return nil, fmt.Errorf("%w: %v", ErrTask, err)
 	}
 	var t LoadedTask
-	if err := json.Unmarshal(b, &t.Spec); err != nil {
+	if err := strictjson.Decode(b, &t.Spec); err != nil {
 		return nil, fmt.Errorf("%w: task.json: %v", ErrTask, err)
 	}
 	s := t.Spec
@@ -97,10 +96,7 @@ func LoadTask(fsys fs.FS) (*LoadedTask, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for line := 1; sc.Scan(); line++ {
 		var it Item
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		dec.DisallowUnknownFields()
-		dec.UseNumber()
-		if err := dec.Decode(&it); err != nil {
+		if err := strictjson.Decode(sc.Bytes(), &it); err != nil {
 			return nil, fmt.Errorf("%w: tasks.jsonl line %d: %v", ErrTask, line, err)
 		}
 		if _, dup := t.index[it.TaskID]; dup || it.TaskID == "" || (it.Kind != KindMath && it.Kind != KindIF) {

@@ -2,10 +2,14 @@ package rollouts
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/big"
+	"time"
 
+	"github.com/feval/feval/beacon"
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/gate"
@@ -39,10 +43,95 @@ const (
 )
 
 // Beacon is the public randomness an audit sample is drawn from: a value that
-// did not exist when commitments closed, and where it came from.
+// did not exist when commitments closed, and where it came from. A verified
+// beacon is a drand round (Drand set): Source and Value are derived from it and
+// Verified is true. The plain form (Source and Value as given, Verified false)
+// is kept for tests and private runs; nothing shows that its value was not
+// chosen, and verdicts and leaderboards say so.
 type Beacon struct {
-	Source string `json:"source"`
-	Value  string `json:"value"`
+	Drand    *beacon.Drand `json:"drand,omitempty"`
+	Source   string        `json:"source"`
+	Value    string        `json:"value"`
+	Verified bool          `json:"verified"`
+}
+
+// ErrBeacon reports a beacon that fails its checks: a drand signature that
+// does not verify, an unknown chain, or a round other than the one the round's
+// commit window fixes.
+var ErrBeacon = errors.New("beacon rejected")
+
+// ResolveBeacon checks b for a round and returns it with everything derived
+// from it. For a drand beacon: the signature must verify with the chain's key;
+// Source is "drand:<chain hash>:<round>", Value the lower-case hex of
+// SHA-256(signature), Verified true (whatever b said); and the drand round must
+// be the first one produced strictly after the round's commit window closed
+// (for a height window, strictly after revealSeen's time, the validator's own
+// reading of when the reveal, which needs commits closed, was first seen). A
+// later round is refused too: a validator that could pick among later rounds
+// could choose its sample. For a plain beacon Verified is false and Source and
+// Value must be given.
+func ResolveBeacon(b Beacon, r protocol.Round, revealSeen protocol.Seen) (Beacon, error) {
+	if b.Drand == nil {
+		if b.Source == "" || b.Value == "" {
+			return b, fmt.Errorf("%w: a plain beacon needs a source and a value", ErrBeacon)
+		}
+		b.Verified = false
+		return b, nil
+	}
+	d := *b.Drand
+	chain, ok := beacon.Chains[d.Chain]
+	if !ok {
+		return b, fmt.Errorf("%w: %w: %q (known: quicknet %s)", ErrBeacon, beacon.ErrUnknownChain, d.Chain, beacon.Quicknet.Hash)
+	}
+	var after string
+	switch r.CommitUntil.Kind {
+	case "time":
+		after = r.CommitUntil.Time
+	default:
+		after = revealSeen.Time
+	}
+	at, err := time.Parse(time.RFC3339, after)
+	if err != nil {
+		return b, fmt.Errorf("%w: no time to place the drand round after (%q)", ErrBeacon, after)
+	}
+	want := chain.FirstRoundAfter(at)
+	if d.Round != want {
+		why := "a later round could be chosen among several"
+		if d.Round < want {
+			why = beacon.ErrTooEarly.Error() + ": it existed before " + after
+		}
+		return b, fmt.Errorf("%w: %s round %d (%s): this round needs round %d, the first produced after %s (at %s)",
+			ErrBeacon, chain.Name, d.Round, why, want, after, chain.RoundTime(want).Format(time.RFC3339))
+	}
+	return b.Derive()
+}
+
+// Text names a beacon and says whether it was verified.
+func (b Beacon) Text() string {
+	if b.Drand != nil && b.Verified {
+		name := b.Drand.Chain
+		if c, ok := beacon.Chains[b.Drand.Chain]; ok {
+			name = c.Name
+		}
+		return fmt.Sprintf("drand %s round %d (verified), value %s", name, b.Drand.Round, b.Value)
+	}
+	return fmt.Sprintf("%s (unverified), value %s", b.Source, b.Value)
+}
+
+// Derive verifies a drand beacon's signature and derives its Source, Value and
+// Verified from it, without the round-window rule of ResolveBeacon (which
+// needs the round). A plain beacon is returned as unverified.
+func (b Beacon) Derive() (Beacon, error) {
+	if b.Drand == nil {
+		b.Verified = false
+		return b, nil
+	}
+	d := *b.Drand
+	_, randomness, err := d.Verify()
+	if err != nil {
+		return b, fmt.Errorf("%w: %w", ErrBeacon, err)
+	}
+	return Beacon{Drand: &d, Source: d.Source(), Value: hex.EncodeToString(randomness[:]), Verified: true}, nil
 }
 
 // Verdict is the record a validator signs about one rollouts submission. It holds
@@ -93,16 +182,34 @@ type AuditRow struct {
 // Refs are the artifacts one evaluation is about, resolved in a store.
 type Refs = protocol.Refs
 
-// ResolveRefs is protocol.ResolveRefs for a round of the rollouts protocol.
+// ErrProtocol reports a reveal of a round of another protocol than rollouts.
+var ErrProtocol = errors.New("round is not for the rollouts protocol")
+
+// ResolveRefs is protocol.ResolveRefs for a round of the rollouts protocol
+// (else the error wraps ErrProtocol and the references are still returned).
 func ResolveRefs(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, error) {
 	refs, err := protocol.ResolveRefs(ctx, st, reveal)
 	if err != nil {
 		return Refs{}, err
 	}
 	if refs.Protocol != "rollouts" {
-		return Refs{}, fmt.Errorf("round %s is for protocol %q, not rollouts", refs.Round.Digest, refs.Protocol)
+		return refs, fmt.Errorf("round %s is for protocol %q: %w", refs.Round.Digest, refs.Protocol, ErrProtocol)
 	}
 	return refs, nil
+}
+
+// ResolveRound is protocol.ResolveRefs for a round of any protocol; it also
+// returns the round record.
+func ResolveRound(ctx context.Context, st cas.Store, reveal ocispec.Descriptor) (Refs, protocol.Round, error) {
+	var r protocol.Round
+	refs, err := protocol.ResolveRefs(ctx, st, reveal)
+	if err != nil {
+		return Refs{}, r, err
+	}
+	if _, err := protocol.LoadAs(ctx, st, refs.Round, protocol.KindRound, &r); err != nil {
+		return Refs{}, r, fmt.Errorf("reading round: %w", err)
+	}
+	return refs, r, nil
 }
 
 // Params are the validator's choices for one evaluation; replay reads them back
@@ -154,7 +261,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	v.ClaimedScore = FormatReward(sum.Quo(sum, big.NewRat(int64(len(rows)), 1)))
 
 	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
-	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Mismatches: []string{}, Undetermined: []string{}}
+	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Rows: []AuditRow{}, Mismatches: []string{}, Undetermined: []string{}}
 	ids := task.IDs()
 	if !p.Full {
 		ids = scoring.SampleRows(seed, ids, task.Spec.AuditRows)
@@ -255,6 +362,7 @@ func (v Verdict) Details() []protocol.Detail {
 		out = append(out, protocol.Detail{Label: "claimed score", Value: v.ClaimedScore})
 	}
 	if v.Audit != nil {
+		out = append(out, protocol.Detail{Label: "beacon", Value: v.Audit.Beacon.Text()})
 		out = append(out, protocol.Detail{Label: "audited rows", Value: fmt.Sprintf("%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))})
 		for _, id := range v.Audit.Mismatches {
 			out = append(out, protocol.Detail{Label: "mismatch", Value: id})

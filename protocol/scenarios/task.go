@@ -13,9 +13,7 @@
 package scenarios
 
 import (
-	"bytes"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +21,7 @@ import (
 	"regexp"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/internal/strictjson"
 	"github.com/feval/feval/meter"
 	"github.com/opencontainers/go-digest"
 )
@@ -118,9 +117,7 @@ func LoadTask(task fs.FS) (Spec, error) {
 		return bad("%s: %v", TaskFile, err)
 	}
 	var s Spec
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	if err := strictjson.Decode(b, &s); err != nil {
 		return bad("%s: %v", TaskFile, err)
 	}
 	if s.Format != TaskFormat || s.Protocol != "scenarios" {

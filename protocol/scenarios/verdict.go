@@ -96,13 +96,18 @@ func (v Verdict) Details() []protocol.Detail {
 	if v.Score != "" {
 		out = append(out, protocol.Detail{Label: "score", Value: fmt.Sprintf("%s of %d", v.Score, v.MaxScore)})
 	}
-	out = append(out, protocol.Detail{Label: "cost", Value: fmt.Sprintf("%d micro-USD", v.CostMicroUSD)})
+	if len(v.Scenarios) > 0 {
+		out = append(out, protocol.Detail{Label: "cost", Value: fmt.Sprintf("%d micro-USD", v.CostMicroUSD)})
+	}
 	for _, s := range v.Scenarios {
 		val := fmt.Sprintf("%d/%d passed, %d turns (%s), %d micro-USD", s.Passed, s.Total, s.Turns, s.Stop, s.CostMicroUSD)
 		if s.Status != ScenarioScored {
 			val = s.Status + ": " + s.Detail
 		}
 		out = append(out, protocol.Detail{Label: "scenario " + s.Name, Value: val})
+	}
+	for _, vi := range v.Violations {
+		out = append(out, protocol.Detail{Label: "violation", Value: vi.String()})
 	}
 	return out
 }

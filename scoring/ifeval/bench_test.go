@@ -73,3 +73,23 @@ func BenchmarkReward(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkCountSentences(b *testing.B) {
+	resp := benchResponse()
+	b.SetBytes(int64(len(resp)))
+	for b.Loop() {
+		if CountSentences(resp) < 15 {
+			b.Fatal("too few sentences")
+		}
+	}
+}
+
+func BenchmarkCountCapitalWords(b *testing.B) {
+	resp := strings.ToUpper(benchResponse())
+	b.SetBytes(int64(len(resp)))
+	for b.Loop() {
+		if CountCapitalWords(resp) < 150 {
+			b.Fatal("too few capital words")
+		}
+	}
+}

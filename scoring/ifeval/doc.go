@@ -65,11 +65,10 @@
 //
 //   - change_case:english_capital and change_case:english_lowercase check the case
 //     condition only; IFEval additionally requires langdetect to say "en".
-//   - Sentences are counted by CountSentences (a documented rule), not by NLTK's
-//     Punkt model; capital words are tokenized by CountCapitalWords, not by NLTK's
-//     word_tokenize.
-//   - Words keep their combining marks (IFEval's \w+ splits "हिन्दी" or a
-//     decomposed "naïve" at each mark).
+//   - Character properties come from Go's Unicode 15.0 tables; Python 3.11
+//     uses Unicode 14.0 (Python 3.12 uses 15.0), so characters first assigned
+//     in 15.0, and five characters that became Other_Lowercase in 15.0, differ
+//     from Python 3.11.
 //   - Keywords, forbidden words, splitters and markers are matched literally;
 //     IFEval passes them unescaped to Python's regular-expression engine.
 //   - JSON is RFC 8259 (encoding/json.Valid); Python's json.loads also accepts
@@ -81,20 +80,33 @@
 //
 // # Text model
 //
-// Whitespace is IsSpace (Unicode White_Space plus U+001C..U+001F, as Python's
-// str.isspace). A word rune is IsWordRune: a letter, mark, number or "_" (Python's
-// \w, extended to combining marks so that words in Indic scripts and decomposed
-// accents stay whole). Word boundaries (\b) lie between a word rune and any other
-// rune or the edge of the text. CountWords counts maximal runs of word runes that
-// hold at least one non-mark: apostrophes and hyphens split words ("don't" is
-// two), and a run of ideographs without spaces is one word, as IFEval's \w+
-// tokenizer does. Decimal digits (\d) are Unicode Nd. Invalid UTF-8 decodes to
-// U+FFFD, which is neither space nor word.
+// The text measures are IFEval's, computed as Python and NLTK compute them, and
+// tested against them (the tests run NLTK itself with Debian's python3-nltk).
+// Whitespace is IsSpace (Python's str.isspace and \s: Unicode White_Space plus
+// U+001C..U+001F). A word character is IsWordRune, Python's \w: a letter (L*),
+// a number (N*) or "_"; combining marks are not, so IFEval's \w+ splits
+// "हिन्दी" or a decomposed "naïve" at each mark. Word boundaries (\b) lie
+// between a word character and any other character or the edge of the text.
+// CountWords counts maximal runs of word characters (IFEval's
+// RegexpTokenizer(r"\w+")): apostrophes and hyphens split words ("don't" is
+// two), and a run of ideographs without spaces is one word. Decimal digits (\d)
+// are Nd. Case tests are Python's: str.isupper holds when no character is
+// lowercase (Ll or Other_Lowercase) or titlecase (Lt) and one is uppercase (Lu
+// or Other_Uppercase, such as Ⓐ); str.islower the other way round (ª, º and
+// modifier letters such as ʰ are lowercase). Invalid UTF-8 decodes to U+FFFD,
+// which is neither space nor word.
 //
-// CountSentences states the sentence rule in full: a sentence ends at a run of
-// terminators (. ! ? … and the full-width forms), with any closing quotes or
-// brackets, followed by whitespace or the end; a single period after a single
-// letter, after mr, mrs, ms, dr, prof, sr, jr, st or vs, or after a line-initial
-// number does not end one; line breaks are whitespace; pieces without a letter or
-// number do not count. CountCapitalWords states the capital-word rule.
+// Sentences are NLTK's: Sentences and CountSentences apply NLTK's Punkt
+// sentence tokenizer (Kiss and Strunk, 2006) with its trained English model,
+// the model IFEval loads, step for step as NLTK 3.8's
+// PunktSentenceTokenizer.tokenize does. The model's four tables (abbreviation
+// types, collocations, frequent sentence starters, orthographic contexts) are
+// embedded as plain text (punkt/english, with punkt/PROVENANCE.md); applying
+// them needs no floating point. So a known abbreviation ("Dr.", "e.g.") ends a
+// sentence only when the next word looks like a sentence start, a list number
+// ("1.") likewise, and "…" or the full-width "。" never do, exactly as for
+// IFEval. Capital words (CountCapitalWords) are the tokens of NLTK's
+// word_tokenize (WordTokens: the Punkt sentences, each split by NLTK's
+// Treebank-style NLTKWordTokenizer, ported substitution for substitution) for
+// which str.isupper holds.
 package ifeval

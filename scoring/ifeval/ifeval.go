@@ -11,7 +11,7 @@ import (
 
 // Version names the semantics of this package. A verdict records it; any change
 // that can flip a result for some input changes it.
-const Version = "ifeval/1"
+const Version = "ifeval/2"
 
 // Mode selects IFEval's strict or loose evaluation.
 type Mode int

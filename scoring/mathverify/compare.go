@@ -3,12 +3,13 @@ package mathverify
 import (
 	"fmt"
 	"math/big"
+	"strings"
 )
 
 // Version names the checker's decision rules. It changes whenever any answer
 // pair could be decided differently, so a verdict that records it can be
 // replayed with the same rules.
-const Version = "mathverify/1"
+const Version = "mathverify/2"
 
 // ReasonFuel is the Reason of every comparison that ran out of fuel.
 const ReasonFuel = "fuel"
@@ -88,6 +89,16 @@ func protect(f func()) (reason string, ok bool) {
 // package documentation). A fuel of zero or less decides nothing.
 func Compare(gold, answer string, fuel int) Result {
 	m := &meter{left: max(fuel, 0)}
+	res := compare(m, gold, answer)
+	if res.Outcome == Undetermined && res.Reason != ReasonFuel &&
+		strings.Join(strings.Fields(gold), " ") == strings.Join(strings.Fields(answer), " ") {
+		// what the checker cannot read is still equal to itself
+		return eq("identical answers")
+	}
+	return res
+}
+
+func compare(m *meter, gold, answer string) Result {
 	b := &builder{m: m}
 	var g, a obj
 	if r, ok := protect(func() { g = b.answer(gold) }); !ok {
@@ -101,6 +112,9 @@ func Compare(gold, answer string, fuel int) Result {
 			return und(r)
 		}
 		return und("answer: " + r)
+	}
+	if (g.kind == oText || a.kind == oText) && normText(gold) == normText(answer) {
+		return eq("same text") // \text{odd} and odd, \text{E} and E
 	}
 	var res Result
 	c := &comparer{m: m}
@@ -204,6 +218,20 @@ func (c *comparer) obj(g, a obj) Result {
 	case g.kind == oEquation || a.kind == oEquation:
 		if g.kind == a.kind {
 			return c.equations(g.v, a.v)
+		}
+		// "y = -x/2 + 3/4" met with an equation is the equation it states
+		if g.kind == oEquation && a.kind == oScalar && a.eqn != nil {
+			return c.equations(g.v, *a.eqn)
+		}
+		if a.kind == oEquation && g.kind == oScalar && g.eqn != nil {
+			return c.equations(*g.eqn, a.v)
+		}
+		// "f(x) = 1" met with a constant is its constant right-hand side
+		if g.kind == oEquation && g.rhs != nil && a.kind == oScalar && a.v.isConst() {
+			return c.obj(*g.rhs, a)
+		}
+		if a.kind == oEquation && a.rhs != nil && g.kind == oScalar && g.v.isConst() {
+			return c.obj(g, *a.rhs)
 		}
 		return und("equation and " + otherKind(g, a, oEquation).String())
 	case g.kind == oInfinity || a.kind == oInfinity:

@@ -226,6 +226,11 @@ func (e *evaluator) pow(b value, xn *node) value {
 	if r, ok := e.m.powFrac(b, p, q); ok {
 		return r
 	}
+	// b^(k + 1/q) is b^k times the q-th root of b, the atom \sqrt[q]{b} makes:
+	// x^{0.5} is \sqrt{x} and x^{1.5} is x\sqrt{x}
+	if k, rem := floorDiv(p, q); rem == 1 {
+		return e.m.mul(e.m.powInt(b, k), e.opaque("root"+strconv.FormatInt(q, 10), b))
+	}
 	return e.opaque("pow", b, x)
 }
 

@@ -151,7 +151,7 @@ func lastBoxed(s string) (string, bool) {
 		if j < len(s) && s[j] == '{' {
 			if c := close[j-first]; c >= 0 {
 				if body := strings.TrimSpace(s[j+1 : c]); body != "" {
-					return body, true
+					return joinBoxes(s, starts[:k], close, first, commandStart(s, at), body), true
 				}
 			}
 			continue
@@ -168,6 +168,69 @@ func lastBoxed(s string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// commandStart returns the index of the backslash of the \boxed or \fbox whose
+// name ends at at.
+func commandStart(s string, at int) int {
+	if strings.HasSuffix(s[:at], `\boxed`) {
+		return at - len(`\boxed`)
+	}
+	return at - len(`\fbox`)
+}
+
+// joinBoxes extends the answer of the last box (body, whose command starts at
+// from) with the boxes before it that are joined to it only by connectors
+// (isConnector): "\boxed{1} and \boxed{2}" is the list "1, 2". earlier are the
+// name ends of the commands before it, in order.
+func joinBoxes(s string, earlier []int, close []int32, first, from int, body string) string {
+	parts := []string{body}
+	for k := len(earlier) - 1; k >= 0; k-- {
+		at := earlier[k]
+		j := at
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+			j++
+		}
+		if j >= len(s) || s[j] != '{' {
+			break
+		}
+		c := int(close[j-first])
+		if c < 0 || c >= from || !isConnector(s[c+1:from]) {
+			break
+		}
+		b := strings.TrimSpace(s[j+1 : c])
+		if b == "" {
+			break
+		}
+		parts = append(parts, b)
+		from = commandStart(s, at)
+	}
+	if len(parts) == 1 {
+		return body
+	}
+	slices.Reverse(parts)
+	return strings.Join(parts, ", ")
+}
+
+// connectorMarkup is the markup allowed around the words of a connector.
+var connectorMarkup = strings.NewReplacer(`\text{`, " ", `\mathrm{`, " ", "}", " ",
+	`\qquad`, " ", `\quad`, " ", `\(`, " ", `\)`, " ", `\[`, " ", `\]`, " ",
+	`\,`, " ", `\;`, " ", `\ `, " ", "$", " ", ",", " , ", ";", " ; ")
+
+// isConnector reports whether t, the text between two boxes, only joins them:
+// commas, semicolons, "and", "or", spaces, math delimiters and \text, \quad.
+func isConnector(t string) bool {
+	if len(t) > 64 {
+		return false
+	}
+	for _, w := range strings.Fields(connectorMarkup.Replace(t)) {
+		switch strings.ToLower(w) {
+		case ",", ";", "and", "or":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // afterPhrase returns the answer after the last occurrence of any phrase.
@@ -227,16 +290,35 @@ func leadingMath(s string) (string, bool) {
 
 func lastLine(s string) string {
 	s = strings.TrimRight(s, " \t\r\n")
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
+	i := strings.LastIndexByte(s, '\n')
+	if i < 0 {
+		return strings.TrimSpace(s)
 	}
-	return strings.TrimSpace(s)
+	// a display block ($$...$$ or \[...\]) that ends the text counts as its
+	// last line, also when it spans lines
+	for _, d := range [...][2]string{{"$$", "$$"}, {`\[`, `\]`}} {
+		t := strings.TrimRight(strings.TrimSpace(s), ".")
+		if strings.HasSuffix(t, d[1]) {
+			if o := strings.LastIndex(t[:len(t)-len(d[1])], d[0]); o >= 0 && o < i {
+				ls := strings.LastIndexByte(t[:o], '\n')
+				return strings.TrimSpace(t[ls+1:])
+			}
+		}
+	}
+	return strings.TrimSpace(s[i+1:])
 }
 
-// lastMath returns the content of the last complete math span in line.
+// mathSpan is a math span of a line: its extent with the delimiters, and its
+// trimmed body.
+type mathSpan struct {
+	from, to int
+	body     string
+}
+
+// lastMath returns the content of the last complete math span in line, joined
+// with the spans before it that only a connector separates from it.
 func lastMath(line string) (string, bool) {
-	var last string
-	found := false
+	var spans []mathSpan
 	for i := 0; i < len(line); {
 		if line[i] == '\\' && i+1 < len(line) && line[i+1] == '$' { // an escaped dollar sign
 			i += 2
@@ -246,12 +328,12 @@ func lastMath(line string) (string, bool) {
 		for _, d := range mathDelims {
 			if strings.HasPrefix(line[i:], d[0]) {
 				body := line[i+len(d[0]):]
-				j := strings.Index(body, d[1])
+				j := indexClose(body, d[1])
 				if j < 0 {
-					return last, found
+					return joinSpans(line, spans)
 				}
 				if m := strings.TrimSpace(body[:j]); m != "" {
-					last, found = m, true
+					spans = append(spans, mathSpan{i, i + len(d[0]) + j + len(d[1]), m})
 				}
 				i += len(d[0]) + j + len(d[1])
 				opened = true
@@ -262,5 +344,39 @@ func lastMath(line string) (string, bool) {
 			i++
 		}
 	}
-	return last, found
+	return joinSpans(line, spans)
+}
+
+// indexClose returns the index of the closing delimiter d in body, skipping an
+// escaped dollar sign (\$) when d is made of dollar signs, or -1.
+func indexClose(body, d string) int {
+	for off := 0; ; {
+		j := strings.Index(body[off:], d)
+		if j < 0 {
+			return -1
+		}
+		j += off
+		if d[0] != '$' || j == 0 || body[j-1] != '\\' {
+			return j
+		}
+		off = j + 1
+	}
+}
+
+// joinSpans returns the body of the last span, joined (", ") with the spans
+// before it that only a connector (isConnector) separates from it:
+// "$1$ and $2$" is the list "1, 2".
+func joinSpans(line string, spans []mathSpan) (string, bool) {
+	if len(spans) == 0 {
+		return "", false
+	}
+	k := len(spans) - 1
+	for k > 0 && isConnector(line[spans[k-1].to:spans[k].from]) {
+		k--
+	}
+	parts := make([]string, 0, len(spans)-k)
+	for _, sp := range spans[k:] {
+		parts = append(parts, sp.body)
+	}
+	return strings.Join(parts, ", "), true
 }

@@ -32,8 +32,9 @@ func TestExtractLinearOnHostileInput(t *testing.T) {
 		t.Fatal("unbalanced boxes gave a boxed answer")
 	}
 	resp = strings.Repeat(`\boxed{1}`, 20000)
-	if ans, how, _ := Extract(resp); ans != "1" || how != Boxed {
-		t.Fatalf("repeated boxes: %q %v", ans, how)
+	// adjacent boxes join into one list, still in one pass
+	if ans, how, _ := Extract(resp); strings.Count(ans, "1") != 20000 || how != Boxed {
+		t.Fatalf("repeated boxes: %d ones, %v", strings.Count(ans, "1"), how)
 	}
 }
 

@@ -153,6 +153,11 @@ func (lx *lexer) punct(c byte) {
 	case '_':
 		lx.emit(tUnder, "")
 	case '!':
+		if lx.i < len(lx.src) && lx.src[lx.i] == '=' { // x != 3
+			lx.i++
+			lx.emit(tNE, "")
+			break
+		}
 		lx.emit(tBang, "")
 	case '%':
 		lx.emit(tPct, "")
@@ -215,16 +220,21 @@ func (lx *lexer) number() {
 	}
 	b.WriteString(s[lx.i:j])
 	lead := j - lx.i
-	// thousands separators: "1{,}234", "1\,234", and "1,234,567" outside brackets
-	// when the first group has at most three digits and no space follows a comma.
+	// thousands separators: "1{,}234", "1\,234", "1,\!234" (also "1,\! 234"),
+	// and "1,234,567" or "1 234 567" outside brackets when the first group has
+	// at most three digits and no space follows a comma.
 	for lead > 0 {
 		sep := 0
 		switch {
 		case strings.HasPrefix(s[j:], "{,}"):
 			sep = 3
+		case strings.HasPrefix(s[j:], `,\! `):
+			sep = 4
+		case strings.HasPrefix(s[j:], `,\!`):
+			sep = 3
 		case strings.HasPrefix(s[j:], `\,`):
 			sep = 2
-		case j < len(s) && s[j] == ',' && lx.depth == 0 && lead <= 3:
+		case j < len(s) && (s[j] == ',' || s[j] == ' ') && lx.depth == 0 && lead <= 3:
 			sep = 1
 		}
 		if sep == 0 || j+sep+3 > len(s) {
@@ -277,7 +287,7 @@ func isUnitWord(w string) bool {
 		"l", "liter", "liters", "litre", "litres", "ml", "s", "sec", "secs", "second", "seconds",
 		"min", "mins", "minute", "minutes", "h", "hr", "hrs", "hour", "hours", "day", "days",
 		"week", "weeks", "month", "months", "year", "years", "dollar", "dollars", "cent", "cents",
-		"mph", "kph", "sq", "square", "cubic", "way", "ways", "people", "students", "items",
+		"mph", "kph", "usd", "eur", "euro", "euros", "gbp", "sq", "square", "cubic", "way", "ways", "people", "students", "items",
 		"times", "points", "cups", "tiles", "coins", "marbles", "balls", "handshakes", "squares",
 		"triangles", "rectangles", "numbers", "integers", "outcomes", "arrangements",
 		"committees", "games", "steps", "moves", "pairs", "digits", "boxes":
@@ -309,7 +319,7 @@ func (lx *lexer) word(w string) {
 		lx.emit(tSep, lw)
 	case isFuncName(lw):
 		lx.emit(tFunc, lw)
-	case lw == "percent":
+	case lw == "percent" || lw == "pct" || lw == "percentage":
 		lx.emit(tPct, "")
 	case lw == "deg" || lw == "degree" || lw == "degrees":
 		lx.emit(tDeg, "")
@@ -330,7 +340,7 @@ func (lx *lexer) textWord(w string) {
 	switch {
 	case lw == "or" || lw == "and":
 		lx.emit(tSep, lw)
-	case lw == "percent":
+	case lw == "percent" || lw == "pct" || lw == "percentage":
 		lx.emit(tPct, "")
 	case lw == "deg" || lw == "degree" || lw == "degrees":
 		lx.emit(tDeg, "")
@@ -593,6 +603,9 @@ func (lx *lexer) unicode(r rune, text bool) {
 		lx.emit(tSqrt, "plain")
 	case '°':
 		lx.emit(tDeg, "")
+	case '€', '£', '¥':
+		// currency signs carry no value, like $
+		lx.space = true
 	case '∪':
 		lx.emit(tCup, "")
 	case '∅':

@@ -1,6 +1,7 @@
 package mathverify
 
 import (
+	"math/big"
 	"strings"
 )
 
@@ -43,6 +44,8 @@ type obj struct {
 	hiC    bool     // closed at hi
 	fromPM bool     // oSet made from a ± expression
 	text   string   // oText
+	rhs    *obj     // oEquation: its right-hand side when that is a constant scalar
+	eqn    *value   // oScalar from "v = rhs" with a non-constant rhs: v - rhs
 }
 
 type builder struct {
@@ -78,12 +81,44 @@ func normText(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// lhsVar returns the variable and right-hand side of "x = rhs" or "x \in rhs".
+// lhsVar returns the variable and right-hand side of "x = rhs" or "x \in rhs",
+// also when the left-hand side is a tuple of distinct variables: "(p, q) = rhs"
+// (named "(p,q)").
 func lhsVar(n *node) (string, *node, bool) {
-	if n.kind == nRel && len(n.ops) == 1 && (n.ops[0] == tEq || n.ops[0] == tIn) && n.kids[0].kind == nIdent {
-		return n.kids[0].text, n.kids[1], true
+	if n.kind != nRel || len(n.ops) != 1 || (n.ops[0] != tEq && n.ops[0] != tIn) {
+		return "", nil, false
 	}
-	return "", nil, false
+	l := n.kids[0]
+	if l.kind == nIdent {
+		return l.text, n.kids[1], true
+	}
+	if l.kind != nBracket || l.open != tLParen || l.close != tRParen {
+		return "", nil, false
+	}
+	names := make([]string, len(l.kids))
+	seen := map[string]bool{}
+	for i, k := range l.kids {
+		if k.kind != nIdent || seen[k.text] {
+			return "", nil, false
+		}
+		seen[k.text] = true
+		names[i] = k.text
+	}
+	return "(" + strings.Join(names, ",") + ")", n.kids[1], true
+}
+
+// lastOfChain turns a chain of equalities a = b = … = z into a = z: the last
+// member is the value the chain arrives at ("x = 5 + 6 = 11" answers 11).
+func lastOfChain(n *node) *node {
+	if n.kind != nRel || len(n.ops) < 2 {
+		return n
+	}
+	for _, op := range n.ops {
+		if op != tEq {
+			return n
+		}
+	}
+	return &node{kind: nRel, ops: n.ops[:1], kids: []*node{n.kids[0], n.kids[len(n.kids)-1]}}
 }
 
 func (b *builder) top(n *node) obj {
@@ -95,6 +130,7 @@ func (b *builder) top(n *node) obj {
 	rhs := make([]*node, len(n.kids))
 	for i, k := range n.kids {
 		b.m.spend(1)
+		k = lastOfChain(k)
 		if name, r, ok := lhsVar(k); ok {
 			named++
 			distinct[name] = true
@@ -245,15 +281,26 @@ func (o obj) fixInf() obj {
 }
 
 func (b *builder) relation(n *node) obj {
+	n = lastOfChain(n)
 	if _, r, ok := lhsVar(n); ok {
-		return b.elem(r)
+		o := b.elem(r)
+		// y = -x/2 + 3/4 is the value of y, and also the equation it states
+		if n.ops[0] == tEq && n.kids[0].kind == nIdent && o.kind == oScalar && !o.pct && !o.v.isConst() {
+			eqn := b.m.add(b.ev().eval(n.kids[0]), o.v, true)
+			o.eqn = &eqn
+		}
+		return o
 	}
 	if len(n.ops) == 1 && n.ops[0] == tEq {
 		l, r := b.ev().eval(n.kids[0]), b.ev().eval(n.kids[1])
 		if hasPM(n) {
 			fail("unsupported: ± in an equation")
 		}
-		return obj{kind: oEquation, v: b.m.add(l, r, true)}
+		o := obj{kind: oEquation, v: b.m.add(l, r, true)}
+		if r.isConst() && namesAQuantity(n.kids[0]) {
+			o.rhs = &obj{kind: oScalar, v: r}
+		}
+		return o
 	}
 	return b.inequality(n)
 }
@@ -270,6 +317,11 @@ func (b *builder) inequality(n *node) obj {
 		}
 	}
 	if vi < 0 {
+		if len(n.ops) == 1 {
+			if o, ok := b.linearInequality(n); ok {
+				return o
+			}
+		}
 		fail("unsupported: relation without a variable")
 	}
 	less := func(op tokKind) (bool, bool, bool) { // isLess, closed, ok
@@ -322,4 +374,84 @@ func (b *builder) inequality(n *node) obj {
 		fail("unsupported: relation chain")
 	}
 	return o.fixInf()
+}
+
+// namesAQuantity reports whether the left-hand side of an equation names the
+// quantity its right-hand side gives: a single term without numbers, such as
+// f(x), |AB| or \frac{NO}{BO} (not a + 3z or 2x).
+func namesAQuantity(n *node) bool {
+	if n.kind == nSum && len(n.kids) > 1 {
+		return false
+	}
+	var hasNum func(*node) bool
+	hasNum = func(n *node) bool {
+		if n.kind == nNum {
+			return true
+		}
+		for _, k := range n.kids {
+			if hasNum(k) {
+				return true
+			}
+		}
+		return false
+	}
+	return !hasNum(n)
+}
+
+// linearInequality solves a single relation that is linear in one variable
+// with a rational coefficient: -x > -1 is x < 1, 2x + 1 \le 5 is x \le 2.
+func (b *builder) linearInequality(n *node) (obj, bool) {
+	d := b.m.add(b.ev().eval(n.kids[0]), b.ev().eval(n.kids[1]), true) // lhs - rhs
+	r, ok := d.den.constRat()
+	if !ok || r.Sign() <= 0 {
+		return obj{}, false
+	}
+	var a *big.Rat
+	var rest poly
+	for _, t := range d.num {
+		vars := 0
+		for _, at := range t.m.atoms {
+			if at.opaque || at.name != piName {
+				vars++
+			}
+		}
+		switch {
+		case vars == 0:
+			rest = append(rest, t)
+		case vars == 1 && a == nil && len(t.m.atoms) == 1 && len(t.m.rads) == 0 && t.m.atoms[0].exp == 1 && !t.m.atoms[0].opaque:
+			a = t.c
+		default:
+			return obj{}, false
+		}
+	}
+	if a == nil {
+		return obj{}, false
+	}
+	// a·x + rest op 0, so x op' -rest/a (op flips when a < 0)
+	bound := end{v: value{num: b.m.polyScale(rest, new(big.Rat).Neg(new(big.Rat).Inv(a))), den: polyInt(1)}}
+	op := n.ops[0]
+	if a.Sign() < 0 {
+		switch op {
+		case tLT:
+			op = tGT
+		case tLE:
+			op = tGE
+		case tGT:
+			op = tLT
+		case tGE:
+			op = tLE
+		}
+	}
+	switch op {
+	case tNE:
+		return obj{kind: oUnion, elems: []obj{
+			{kind: oInterval, lo: end{inf: -1}, hi: bound},
+			{kind: oInterval, lo: bound, hi: end{inf: 1}},
+		}}, true
+	case tLT, tLE:
+		return obj{kind: oInterval, lo: end{inf: -1}, hi: bound, hiC: op == tLE}, true
+	case tGT, tGE:
+		return obj{kind: oInterval, lo: bound, hi: end{inf: 1}, loC: op == tGE}, true
+	}
+	return obj{}, false
 }

@@ -2,7 +2,7 @@ package mathverify
 
 // maxDepth bounds the nesting of the parse tree (and so the recursion of every
 // walk over it).
-const maxDepth = 64
+const maxDepth = 1024
 
 type nodeKind uint8
 
@@ -246,9 +246,11 @@ func (p *parser) term() *node {
 			n.divs = append(n.divs, t.kind == tDiv)
 		case t.kind == tUnit:
 			p.next()
-			if p.peek().kind == tCaret && p.peekAt(1).kind == tNum { // cm^2
+			p.unitPower()
+			for p.peek().kind == tDiv && p.peekAt(1).kind == tUnit { // m/s, km/h
 				p.next()
 				p.next()
+				p.unitPower()
 			}
 		case p.startsPrimary(t):
 			last := n.kids[len(n.kids)-1]
@@ -263,6 +265,14 @@ func (p *parser) term() *node {
 			}
 			return n
 		}
+	}
+}
+
+// unitPower skips the power of a unit just read (cm^2, m²).
+func (p *parser) unitPower() {
+	if p.peek().kind == tCaret && p.peekAt(1).kind == tNum {
+		p.next()
+		p.next()
 	}
 }
 

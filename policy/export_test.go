@@ -1,0 +1,4 @@
+package policy
+
+// Exported for the external tests.
+var CPUTimerForTest = CPUTimer

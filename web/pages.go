@@ -1,0 +1,458 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/consensus"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Round states relative to the viewer's clock.
+const (
+	StateCommitOpen = "commit_open" // commits are accepted
+	StateRevealOpen = "reveal_open" // commits closed, reveals accepted
+	StateClosed     = "closed"      // both windows closed
+	StateUnknown    = "unknown"     // windows are block heights: the chain decides
+)
+
+// RoundSummary is one round as the rounds page lists it.
+type RoundSummary struct {
+	Digest      digest.Digest   `json:"digest"`
+	Tags        []string        `json:"tags"`
+	Task        digest.Digest   `json:"task"`
+	Protocol    string          `json:"protocol"`
+	CommitUntil protocol.Window `json:"commit_until"`
+	RevealUntil protocol.Window `json:"reveal_until"`
+	State       string          `json:"state"`
+	// Commitments counts the commitments the store holds for the round.
+	Commitments int `json:"commitments"`
+	// Consensus lists the consensus records of the round, sorted.
+	Consensus []digest.Digest `json:"consensus"`
+}
+
+// RoundsPage lists every round in the store.
+type RoundsPage struct {
+	Rounds []RoundSummary `json:"rounds"`
+	// Now is the viewer's clock reading the states were decided at.
+	Now string `json:"now"`
+}
+
+func (s *Server) roundsPage(ctx context.Context, l *cas.Layout, _ *http.Request) (string, any, error) {
+	now := s.opts.Now().UTC()
+	p := RoundsPage{Rounds: []RoundSummary{}, Now: now.Format(time.RFC3339)}
+	for _, m := range l.Manifests() {
+		if m.ArtifactType != bundle.ArtifactType(protocol.KindRound) {
+			continue
+		}
+		rs, err := s.roundSummary(ctx, l, m, now)
+		if err != nil {
+			continue // not a readable round: the artifact page shows what it is
+		}
+		p.Rounds = append(p.Rounds, rs)
+	}
+	return "Rounds", p, nil
+}
+
+func (s *Server) roundSummary(ctx context.Context, l *cas.Layout, desc ocispec.Descriptor, now time.Time) (RoundSummary, error) {
+	var r protocol.Round
+	if _, err := protocol.LoadAs(ctx, l, desc, protocol.KindRound, &r); err != nil {
+		return RoundSummary{}, err
+	}
+	rs := RoundSummary{Digest: desc.Digest, Tags: tagsOf(l, desc.Digest), Task: r.Task, Protocol: r.Protocol,
+		CommitUntil: r.CommitUntil, RevealUntil: r.RevealUntil, State: roundState(r, now), Consensus: []digest.Digest{}}
+	commits, err := l.Referrers(ctx, desc, bundle.ArtifactType(protocol.KindCommitment))
+	if err != nil {
+		return RoundSummary{}, err
+	}
+	rs.Commitments = len(commits)
+	cons, err := l.Referrers(ctx, desc, bundle.ArtifactType(consensus.KindConsensus))
+	if err != nil {
+		return RoundSummary{}, err
+	}
+	for _, c := range cons {
+		rs.Consensus = append(rs.Consensus, c.Digest)
+	}
+	return rs, nil
+}
+
+func roundState(r protocol.Round, now time.Time) string {
+	if r.CommitUntil.Kind != "time" || r.RevealUntil.Kind != "time" {
+		return StateUnknown
+	}
+	cu, err1 := time.Parse(time.RFC3339, r.CommitUntil.Time)
+	ru, err2 := time.Parse(time.RFC3339, r.RevealUntil.Time)
+	switch {
+	case err1 != nil || err2 != nil:
+		return StateUnknown
+	case !now.After(cu):
+		return StateCommitOpen
+	case !now.After(ru):
+		return StateRevealOpen
+	}
+	return StateClosed
+}
+
+func tagsOf(l *cas.Layout, d digest.Digest) []string {
+	out := []string{}
+	for t, desc := range l.Tags() {
+		if desc.Digest == d {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// BoardPage is a round's leaderboard: [consensus.Board] with each rejected
+// cell's reason, the seat, and the consensus records to choose from.
+type BoardPage struct {
+	Round RoundSummary `json:"round"`
+	// Consensus is the record the scores, reward status and seat come from
+	// ("" when the round has none); CarryFrom the earlier round carried from.
+	Consensus  digest.Digest `json:"consensus,omitempty"`
+	CarryFrom  digest.Digest `json:"carry_from,omitempty"`
+	Validators []string      `json:"validators"`
+	// Trusted lists, in the order of Validators, whether the validator's key
+	// is one the viewer trusts. A column of an untrusted key shows what that
+	// key signed, which proves only that it signed it.
+	Trusted []bool     `json:"trusted"`
+	Rows    []BoardRow `json:"rows"`
+	Seat    *SeatView  `json:"seat,omitempty"`
+}
+
+// BoardRow is one miner's row.
+type BoardRow struct {
+	Miner  string               `json:"miner"`
+	Scored bool                 `json:"scored"`
+	Score  scoring.Ratio        `json:"score"`
+	Reward scoring.RewardStatus `json:"reward"`
+	Audit  scoring.Audit        `json:"audit"`
+	// SeatHolder is set on the row of the miner holding the seat after the
+	// round.
+	SeatHolder bool        `json:"seat_holder"`
+	Cells      []BoardCell `json:"cells"`
+}
+
+// BoardCell is one validator's cell: [scoring.Cell] with the verdict's reason
+// and, for a carried cell, the window of the round it is carried from.
+type BoardCell struct {
+	scoring.Cell
+	Validator string `json:"validator"`
+	// Reason is the verdict's reason (rejected and in-progress cells).
+	Reason string `json:"reason,omitempty"`
+	// CarriedWindow is when the reveals of the round a carried result comes
+	// from closed.
+	CarriedWindow string `json:"carried_window,omitempty"`
+}
+
+// SeatView is the seat decision of the consensus record with the miners
+// that hold or challenge it.
+type SeatView struct {
+	scoring.SeatDecision
+	HolderMiner     string `json:"holder_miner,omitempty"`
+	ChallengerMiner string `json:"challenger_miner,omitempty"`
+}
+
+func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) (string, any, error) {
+	d, err := pathDigest(r, "round")
+	if err != nil {
+		return "", nil, err
+	}
+	cons, err := queryDigest(r, "consensus")
+	if err != nil {
+		return "", nil, err
+	}
+	carry, err := queryDigest(r, "carry_from")
+	if err != nil {
+		return "", nil, err
+	}
+	desc, err := s.resolve(ctx, l, d)
+	if err != nil {
+		return "", nil, err
+	}
+	if desc.ArtifactType != "" && desc.ArtifactType != bundle.ArtifactType(protocol.KindRound) {
+		return "", nil, fmt.Errorf("%s is a %s: %w", d, bundle.KindOf(desc.ArtifactType), ErrWrongKind)
+	}
+	req := consensus.BoardRequest{Round: d.String(), Source: s.opts.Source}
+	if carry != "" {
+		req.CarryFrom = carry.String()
+	}
+	rs, err := s.roundSummary(ctx, l, desc, s.opts.Now().UTC())
+	if err != nil {
+		return "", nil, err
+	}
+	if cons == "" && len(rs.Consensus) > 0 {
+		cons = rs.Consensus[len(rs.Consensus)-1]
+	}
+	if cons != "" {
+		cd, err := s.resolve(ctx, l, cons)
+		if err != nil {
+			return "", nil, fmt.Errorf("consensus %s: %w", cons, err)
+		}
+		if s.opts.Source != nil { // the stake table and rules are inputs, not referrers
+			if err := consensus.Fetch(ctx, s.opts.Source, l, cd); err != nil {
+				return "", nil, err
+			}
+		}
+		req.Consensus = cons.String()
+	}
+	b, err := consensus.Leaderboard(ctx, l, req)
+	if err != nil {
+		if errors.Is(err, consensus.ErrInput) {
+			err = fmt.Errorf("%w: %v", ErrBadQuery, err)
+		}
+		return "", nil, err
+	}
+	if rs, err = s.roundSummary(ctx, l, desc, s.opts.Now().UTC()); err != nil { // gathering may have added some
+		return "", nil, err
+	}
+	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Trusted: []bool{}, Rows: []BoardRow{}}
+	if p.Validators == nil {
+		p.Validators = []string{}
+	}
+	for _, v := range p.Validators {
+		trusted := false
+		for _, k := range s.opts.Trusted {
+			trusted = trusted || k.Key.Fingerprint == v
+		}
+		p.Trusted = append(p.Trusted, trusted)
+	}
+	if b.Consensus != "" {
+		if p.Seat, err = seatOf(ctx, l, b.Consensus); err != nil {
+			return "", nil, err
+		}
+	}
+	var carriedWindow string
+	if b.CarryFrom != "" {
+		var cr protocol.Round
+		if cd, err := l.Resolve(ctx, b.CarryFrom.String()); err == nil {
+			if _, err := protocol.LoadAs(ctx, l, cd, protocol.KindRound, &cr); err == nil {
+				carriedWindow = cr.RevealUntil.String()
+			}
+		}
+	}
+	reasons := map[digest.Digest]string{}
+	for _, row := range b.Rows {
+		br := BoardRow{Miner: row.Miner, Scored: row.Scored, Score: row.Score, Reward: row.Reward, Audit: row.Audit,
+			Cells: make([]BoardCell, len(row.Cells))}
+		br.SeatHolder = p.Seat != nil && p.Seat.HolderMiner != "" && p.Seat.HolderMiner == row.Miner
+		for j, c := range row.Cells {
+			bc := BoardCell{Cell: c, Validator: b.Validators[j]}
+			if c.Status == scoring.CellCarried {
+				bc.CarriedWindow = carriedWindow
+			}
+			if c.Verdict != "" && (c.Status == scoring.CellRejected || c.Status == scoring.CellInProgress) {
+				reason, ok := reasons[c.Verdict]
+				if !ok {
+					reason = verdictReason(ctx, l, c.Verdict)
+					reasons[c.Verdict] = reason
+				}
+				bc.Reason = reason
+			}
+			br.Cells[j] = bc
+		}
+		p.Rows = append(p.Rows, br)
+	}
+	return "Leaderboard of round " + shortD(d), p, nil
+}
+
+// verdictReason reads the reason a verdict record gives, whatever its
+// protocol; "" when there is none or it cannot be read.
+func verdictReason(ctx context.Context, l *cas.Layout, d digest.Digest) string {
+	desc, err := l.Resolve(ctx, d.String())
+	if err != nil {
+		return ""
+	}
+	art, err := bundle.Load(ctx, l, desc)
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(art.Record, &v) != nil {
+		return ""
+	}
+	return v.Reason
+}
+
+func seatOf(ctx context.Context, l *cas.Layout, d digest.Digest) (*SeatView, error) {
+	desc, err := l.Resolve(ctx, d.String())
+	if err != nil {
+		return nil, err
+	}
+	var rec consensus.Record
+	if _, err := protocol.LoadAs(ctx, l, desc, consensus.KindConsensus, &rec); err != nil {
+		return nil, err
+	}
+	v := &SeatView{SeatDecision: rec.Seat}
+	for _, r := range rec.Results {
+		for _, x := range []digest.Digest{r.Reveal, r.Submission} {
+			if rec.Seat.Holder != "" && x == rec.Seat.Holder {
+				v.HolderMiner = r.Miner
+			}
+			if rec.Seat.Challenger != "" && x == rec.Seat.Challenger {
+				v.ChallengerMiner = r.Miner
+			}
+		}
+	}
+	return v, nil
+}
+
+func shortD(d digest.Digest) string {
+	s := d.Encoded()
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// ArtifactPage shows any manifest in the store: its record (for a feval
+// artifact), layers, subject and referrers.
+type ArtifactPage struct {
+	Digest       digest.Digest       `json:"digest"`
+	MediaType    string              `json:"media_type"`
+	ArtifactType string              `json:"artifact_type,omitempty"`
+	Kind         string              `json:"kind,omitempty"`
+	Size         int64               `json:"size"`
+	Tags         []string            `json:"tags"`
+	Subject      *ocispec.Descriptor `json:"subject,omitempty"`
+	Annotations  map[string]string   `json:"annotations,omitempty"`
+	// Summary is the record's short account (see [Summarize]).
+	Summary []Field `json:"summary,omitempty"`
+	// Record is the feval record (layer 0), as stored.
+	Record json.RawMessage `json:"record,omitempty"`
+	// RecordText is Record indented for reading.
+	RecordText string               `json:"-"`
+	Layers     []ocispec.Descriptor `json:"layers"`
+	Referrers  []ocispec.Descriptor `json:"referrers"`
+	// Signatures are the artifact's signature referrers as checked against
+	// the viewer's trusted keys.
+	Signatures []bundle.SignatureCheck `json:"signatures"`
+	// Manifest is the raw manifest, indented, for artifacts that are not
+	// feval's.
+	ManifestText string `json:"-"`
+}
+
+func (s *Server) artifactPage(ctx context.Context, l *cas.Layout, r *http.Request) (string, any, error) {
+	d, err := pathDigest(r, "digest")
+	if err != nil {
+		return "", nil, err
+	}
+	desc, err := s.resolve(ctx, l, d)
+	if err != nil {
+		return "", nil, err
+	}
+	if desc.MediaType == "" {
+		desc.MediaType = ocispec.MediaTypeImageManifest
+	}
+	mb, err := cas.ReadAll(ctx, l, desc, cas.MaxManifestSize)
+	if err != nil {
+		return "", nil, err
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return "", nil, fmt.Errorf("manifest %s: %w", d, bundle.ErrNotArtifact)
+	}
+	p := ArtifactPage{Digest: d, MediaType: desc.MediaType, ArtifactType: m.ArtifactType, Kind: bundle.KindOf(m.ArtifactType),
+		Size: desc.Size, Tags: tagsOf(l, d), Subject: m.Subject, Annotations: m.Annotations, Layers: m.Layers,
+		ManifestText: indent(mb)}
+	if p.Layers == nil {
+		p.Layers = []ocispec.Descriptor{}
+	}
+	if p.Kind != "" {
+		art, err := bundle.Load(ctx, l, desc)
+		if err != nil {
+			return "", nil, err
+		}
+		p.Record, p.RecordText, p.Summary = art.Record, indent(art.Record), Summarize(art.Kind, art.Record)
+		if p.Signatures, err = bundle.CheckSignatures(ctx, l, desc, s.trustedKeys()); err != nil {
+			return "", nil, err
+		}
+	}
+	if p.Signatures == nil {
+		p.Signatures = []bundle.SignatureCheck{}
+	}
+	if p.Referrers, err = l.Referrers(ctx, desc, ""); err != nil {
+		return "", nil, err
+	}
+	if p.Referrers == nil {
+		p.Referrers = []ocispec.Descriptor{}
+	}
+	title := "Artifact " + shortD(d)
+	if p.Kind != "" {
+		title = "Artifact " + shortD(d) + " (" + p.Kind + ")"
+	}
+	return title, p, nil
+}
+
+func indent(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
+func (s *Server) trustedKeys() []*bundle.PublicKey {
+	out := make([]*bundle.PublicKey, 0, len(s.opts.Trusted))
+	for _, k := range s.opts.Trusted {
+		out = append(out, k.Key)
+	}
+	return out
+}
+
+// FrontierPage is the optimizer frontier folded from the configured runs,
+// and the emission split at one time.
+type FrontierPage struct {
+	// Configured is false when the viewer was started without runs.
+	Configured bool                     `json:"configured"`
+	History    *scoring.FrontierHistory `json:"history,omitempty"`
+	Emission   *scoring.Emission        `json:"emission,omitempty"`
+	BarChart   *BarOverTime             `json:"-"`
+	SplitChart *SplitChart              `json:"-"`
+}
+
+func (s *Server) frontierPage(_ context.Context, _ *cas.Layout, r *http.Request) (string, any, error) {
+	f := s.opts.Frontier
+	if f == nil {
+		return "Optimizer frontier", FrontierPage{}, nil
+	}
+	h, err := scoring.FoldFrontier(f.BaselineMicroNats, f.Runs, f.Rules.Frontier)
+	if err != nil {
+		return "", nil, err
+	}
+	var at int64
+	for _, run := range f.Runs {
+		at = max(at, run.AtSec)
+	}
+	if v := r.URL.Query().Get("at"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return "", nil, fmt.Errorf("at=%q: %w (want whole seconds since launch)", v, ErrBadQuery)
+		}
+		at = n
+	}
+	e, err := scoring.SplitEmission(h.Events, at, f.Rules.Emission)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
+	}
+	p := FrontierPage{Configured: true, History: &h, Emission: &e}
+	p.BarChart = barOverTime(h, at)
+	p.SplitChart = splitChart(e)
+	return "Optimizer frontier", p, nil
+}
