@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -30,7 +31,7 @@ type Policy interface {
 type PolicyStarter func(ctx context.Context, pack fs.FS, models []string) (Policy, error)
 
 // ErrPolicyForm reports a pack whose form the configured PolicyStarter cannot run.
-var ErrPolicyForm = fmt.Errorf("the pack's policy form cannot run here")
+var ErrPolicyForm = errors.New("the pack's policy form cannot run here")
 
 // SidecarPolicy is the default PolicyStarter: the policy sidecar of package
 // policy (docs/POLICY.md), one per scenario, for all three pack forms. The
