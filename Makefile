@@ -20,7 +20,7 @@ all: build
 
 build: $(FEVAL)
 
-$(FEVAL): $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum
+$(FEVAL): $(shell find . \( -name '*.go' -o -name '*.py' \) -not -path './bin/*' -not -path './meter/testdata/*') go.mod go.sum
 	$(GO) build -buildvcs=auto -o $@ ./cmd/feval
 
 tools: $(TOOLS)
@@ -70,9 +70,10 @@ test: debian-deps build tools lint node-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask
+demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask $(BIN)/genscentask $(BIN)/fixture-upstream
 	./scripts/demo.sh
 	./scripts/demo-optimizer.sh
+	./scripts/demo-scenarios.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
@@ -91,6 +92,9 @@ fixture-upstream: $(BIN)/fixture-upstream
 
 $(BIN)/fixture-upstream: $(shell find fixtures/upstream fixtures/cmd/fixture-upstream -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/fixture-upstream
+
+$(BIN)/genscentask: $(shell find fixtures protocol/scenarios -name '*.go' -o -name '*.py' -o -name '*.json' -o -name '*.md') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genscentask
 
 bench: build tools debian-deps $(BIN)/genrollouts
 	./scripts/bench.sh

@@ -209,7 +209,7 @@ func TestWeightsRounding(t *testing.T) {
 		{Reveal: "sha256:a4", Miner: "m1", Status: scoring.StatusPassed, Score: scoring.NewRatio(1, 6)}, // m1's worse entry
 		{Reveal: "sha256:a5", Miner: "m4", Status: scoring.StatusRejected, Score: scoring.NewRatio(1, 1)},
 	}
-	w := weights(res)
+	w := weights(res, scoring.SeatDecision{}, scoring.WeightsProportional)
 	// Each of three equal miners: 65535/3 = 21845 exactly, no burn.
 	var sum int
 	for _, m := range w.Miners {
@@ -227,16 +227,36 @@ func TestWeightsRounding(t *testing.T) {
 		{Reveal: "sha256:b1", Miner: "m1", Status: scoring.StatusPassed, Score: scoring.NewRatio(1, 4)},
 		{Reveal: "sha256:b2", Miner: "m2", Status: scoring.StatusPassed, Score: scoring.NewRatio(1, 4)},
 		{Reveal: "sha256:b3", Miner: "m3", Status: scoring.StatusPassed, Score: scoring.NewRatio(1, 2)},
-	})
+	}, scoring.SeatDecision{}, scoring.WeightsProportional)
 	got := []uint16{w.Miners[0].Units, w.Miners[1].Units, w.Miners[2].Units, w.BurnUnits}
 	if !slices.Equal(got, []uint16{16383, 16383, 32767, 2}) {
 		t.Errorf("units %v, want [16383 16383 32767 2]", got)
 	}
 	// No passed entry, or only zero scores: everything burns.
 	for _, rs := range [][]Result{nil, {{Reveal: "sha256:c1", Miner: "m1", Status: scoring.StatusPassed}}} {
-		w := weights(rs)
+		w := weights(rs, scoring.SeatDecision{}, scoring.WeightsProportional)
 		if w.BurnUnits != UnitsTotal || (len(w.Miners) == 1 && w.Miners[0].Units != 0) {
 			t.Errorf("weights of %v: %+v, want all burnt", rs, w)
+		}
+	}
+}
+
+// TestSeatWeights: under the seat rule the holder's miner takes every unit,
+// whatever the other scores; a vacant seat, or a holder without an entry in
+// the round, burns everything.
+func TestSeatWeights(t *testing.T) {
+	res := []Result{
+		{Reveal: "sha256:a1", Submission: "sha256:s1", Miner: "m1", Status: scoring.StatusPassed, Score: scoring.NewRatio(15, 1)},
+		{Reveal: "sha256:a2", Submission: "sha256:s2", Miner: "m2", Status: scoring.StatusPassed, Score: scoring.NewRatio(14, 1)},
+	}
+	w := weights(res, scoring.SeatDecision{Holder: "sha256:s2"}, scoring.WeightsSeat)
+	if len(w.Miners) != 1 || w.Miners[0].Miner != "m2" || w.Miners[0].Units != UnitsTotal || w.BurnUnits != 0 || w.Miners[0].Score.String() != "14" {
+		t.Errorf("held seat: %+v", w)
+	}
+	for _, holder := range []string{"", "sha256:elsewhere"} {
+		w := weights(res, scoring.SeatDecision{Holder: digest.Digest(holder)}, scoring.WeightsSeat)
+		if len(w.Miners) != 0 || w.BurnUnits != UnitsTotal {
+			t.Errorf("holder %q: %+v, want all burnt", holder, w)
 		}
 	}
 }

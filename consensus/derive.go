@@ -3,6 +3,7 @@ package consensus
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -12,6 +13,7 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/scoring"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -236,6 +238,42 @@ func validSigners(ctx context.Context, st cas.Store, target ocispec.Descriptor, 
 	return slices.Compact(out), nil
 }
 
+// readVerdict reads a verdict record strictly by its protocol and returns its
+// shared fields and its score: a rollouts verdict's claimed_score, a scenarios
+// verdict's score (the exact sum over its scenarios); unverified reports a
+// rollouts audit whose beacon was not verified.
+func readVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (head protocol.VerdictHead, score string, unverified bool, err error) {
+	art, err := bundle.Load(ctx, st, desc)
+	if err != nil {
+		return protocol.VerdictHead{}, "", false, err
+	}
+	if art.Kind != protocol.KindVerdict {
+		return protocol.VerdictHead{}, "", false, fmt.Errorf("%s is a %s: %w", desc.Digest, art.Kind, protocol.ErrMalformed)
+	}
+	var probe struct {
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(art.Record, &probe); err != nil {
+		return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+	}
+	switch probe.Protocol {
+	case "rollouts":
+		var v rollouts.Verdict
+		if err := art.Decode(&v); err != nil {
+			return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+		}
+		return v.Head(), v.ClaimedScore, v.Audit != nil && !v.Audit.Beacon.Verified, nil
+	case "scenarios":
+		var v scenarios.Verdict
+		if err := art.Decode(&v); err != nil {
+			return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+		}
+		return v.Head(), v.Score, false, nil
+	}
+	head, err = protocol.ParseVerdictHead(art.Record)
+	return head, "", false, err
+}
+
 // verdictMeta is what a verdict says it is about.
 type verdictMeta struct {
 	reveal, submission digest.Digest
@@ -253,15 +291,20 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 	}
 	base := scoring.Vote{Verdict: c.desc.Digest, Submission: c.desc.Digest}
 	var meta verdictMeta
-	var v rollouts.Verdict
-	_, err = protocol.LoadAs(ctx, st, c.desc, protocol.KindVerdict, &v)
+	head, score, unverified, err := readVerdict(ctx, st, c.desc)
 	switch {
 	case err != nil && hardError(err):
 		return nil, verdictMeta{}, fmt.Errorf("verdict %s: %w", c.desc.Digest, err)
-	case err != nil || v.Protocol != round.rec.Protocol:
+	case err == nil && head.Protocol != round.rec.Protocol:
+		// A verdict of another protocol is malformed here, and reports the
+		// reveal and submission its record names (CONSENSUS.md 8.2).
+		meta = verdictMeta{reveal: head.Inputs.Reveal, submission: head.Submission}
+		base.Exclude = ReasonMalformed
+	case err != nil:
 		base.Exclude = ReasonMalformed
 	default:
-		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission, unverifiedBeacon: v.Audit != nil && !v.Audit.Beacon.Verified}
+		v := head
+		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission, unverifiedBeacon: unverified}
 		base.Sequence, base.Status = v.Sequence, scoring.Status(v.Status)
 		// The vote's key is its entry; a verdict about another round, reveal or
 		// submission keeps a key no entry has, and scoring excludes it as stale.
@@ -269,7 +312,7 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 			base.Submission = e.reveal
 		}
 		if base.Status == scoring.StatusPassed {
-			s, err := scoring.ParseRatio(v.ClaimedScore)
+			s, err := scoring.ParseRatio(score)
 			if err != nil {
 				base.Exclude = ReasonMalformed
 			}
@@ -395,7 +438,7 @@ func derive(ctx context.Context, st cas.Store, round roundInfo, reveals []ocispe
 	if rec.Seat, err = scoring.Seat(incumbent, recorded, challengers, rules); err != nil {
 		return Record{}, err
 	}
-	rec.Weights = weights(rec.Results)
+	rec.Weights = weights(rec.Results, rec.Seat, rules.Weights.For(round.rec.Protocol))
 
 	rec.Counted = make([]Vote, len(agg.Counted))
 	for i, v := range agg.Counted {
@@ -419,9 +462,14 @@ func derive(ctx context.Context, st cas.Store, round roundInfo, reveals []ocispe
 	return rec, nil
 }
 
-// weights computes the u16 vector over miners from their best passed entries;
-// see [Weights].
-func weights(results []Result) Weights {
+// weights computes the u16 vector over miners by the protocol's rule: from
+// their best passed entries (proportional), or all to the seat holder's entry
+// (seat; everything burnt while the seat is vacant or its holder has no entry
+// in the round); see [Weights].
+func weights(results []Result, seat scoring.SeatDecision, rule scoring.WeightRule) Weights {
+	if rule == scoring.WeightsSeat {
+		return seatWeights(results, seat)
+	}
 	best := make(map[string]Result)
 	for _, r := range results {
 		if r.Status != scoring.StatusPassed {
@@ -452,5 +500,23 @@ func weights(results []Result) Weights {
 	// The weights sum to 1 (or 0), so their floors sum to at most UnitsTotal.
 	w.BurnUnits = uint16(units)
 	slices.SortFunc(w.Miners, func(a, b MinerWeight) int { return cmp.Compare(a.Miner, b.Miner) })
+	return w
+}
+
+// seatWeights gives every unit to the miner of the seat holder's entry (the
+// smallest reveal digest if it has several), or burns them all.
+func seatWeights(results []Result, seat scoring.SeatDecision) Weights {
+	w := Weights{Miners: []MinerWeight{}, BurnUnits: UnitsTotal}
+	var holder *Result
+	for i, r := range results {
+		if seat.Holder != "" && r.Submission == seat.Holder && (holder == nil || r.Reveal < holder.Reveal) {
+			holder = &results[i]
+		}
+	}
+	if holder != nil {
+		w.Miners = append(w.Miners, MinerWeight{Miner: holder.Miner, Reveal: holder.Reveal, Submission: holder.Submission,
+			Score: holder.Score, Weight: scoring.NewRatio(1, 1), Units: UnitsTotal})
+		w.BurnUnits = 0
+	}
 	return w
 }

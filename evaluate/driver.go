@@ -8,6 +8,7 @@ import (
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/protocol/scenarios"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -47,6 +48,11 @@ type Options struct {
 	Optimizer optimizer.Params
 	// Retrain makes an optimizer replay train again and compare checkpoints.
 	Retrain bool
+	// Scenarios are the meter's upstream and the policy runner.
+	Scenarios scenarios.Params
+	// VerifyOnly makes a scenarios replay re-run only the verifiers on the
+	// recorded final workspaces.
+	VerifyOnly bool
 }
 
 // Driver returns the driver of a protocol configured with o.
@@ -56,6 +62,8 @@ func (o Options) Driver(name string) (Driver, error) {
 		return rolloutsDriver{o.Rollouts}, nil
 	case "optimizer":
 		return optimizerDriver{p: o.Optimizer, retrain: o.Retrain}, nil
+	case "scenarios":
+		return scenariosDriver{p: o.Scenarios, verifyOnly: o.VerifyOnly}, nil
 	}
 	return nil, fmt.Errorf("protocol %q has no evaluation driver in this feval", name)
 }
@@ -135,4 +143,38 @@ func (optimizerDriver) Evidence(recorded *bundle.Loaded) ([]digest.Digest, error
 		return nil, err
 	}
 	return optimizer.Evidence(rv), nil
+}
+
+type scenariosDriver struct {
+	p          scenarios.Params
+	verifyOnly bool
+}
+
+// Prepare refuses to evaluate an accepted reveal without the task's hidden
+// tests (scenarios.ErrNoHidden).
+func (d scenariosDriver) Prepare(_ context.Context, c protocol.Case, _ protocol.Round) (Driver, error) {
+	if c.Entry.Status == protocol.StatusAccepted && d.p.Hidden == "" {
+		return nil, scenarios.ErrNoHidden
+	}
+	return d, nil
+}
+
+func (d scenariosDriver) Decide(ctx context.Context, c protocol.Case) (Verdict, error) {
+	return scenarios.Decide(ctx, c, d.p)
+}
+
+func (d scenariosDriver) Redecide(ctx context.Context, c protocol.Case, recorded *bundle.Loaded) (Verdict, []protocol.Finding, error) {
+	rv, err := scenarios.Parse(recorded)
+	if err != nil {
+		return nil, nil, err
+	}
+	return scenarios.Redecide(ctx, c, rv, d.p, scenarios.ReplayOptions{VerifyOnly: d.verifyOnly})
+}
+
+func (scenariosDriver) Evidence(recorded *bundle.Loaded) ([]digest.Digest, error) {
+	rv, err := scenarios.Parse(recorded)
+	if err != nil {
+		return nil, err
+	}
+	return scenarios.Evidence(rv), nil
 }

@@ -9,34 +9,10 @@ import (
 	"io/fs"
 
 	"github.com/feval/feval/gate"
-	"github.com/feval/feval/internal/strictjson"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/protocol/scenarios"
 )
-
-// ScenarioTask is a scenarios task's task.json:
-// {"models":[<allowlisted model names>],"protocol":"scenarios"}, read strictly
-// (exact names, no other fields).
-type ScenarioTask struct {
-	Models   []string `json:"models"`
-	Protocol string   `json:"protocol"`
-}
-
-// loadScenarioTask reads and checks a scenarios task.json.
-func loadScenarioTask(task fs.FS) (ScenarioTask, error) {
-	b, err := fs.ReadFile(task, "task.json")
-	if err != nil {
-		return ScenarioTask{}, fmt.Errorf("scenarios task: %w", err)
-	}
-	var st ScenarioTask
-	if err := strictjson.Decode(b, &st); err != nil {
-		return st, fmt.Errorf("scenarios task.json: %w", err)
-	}
-	if len(st.Models) == 0 || st.Protocol != "scenarios" {
-		return st, fmt.Errorf("scenarios task.json must list the allowed models and say \"protocol\": \"scenarios\"")
-	}
-	return st, nil
-}
 
 // Gate runs the static gate of protocol over a submission tree. It never
 // executes submission code. It satisfies protocol.GateFunc.
@@ -45,7 +21,7 @@ func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation
 	case "optimizer":
 		return gate.Optimizer(sub, gate.DefaultOptimizerLimits())
 	case "scenarios":
-		st, err := loadScenarioTask(task)
+		st, err := scenarios.LoadTask(task)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +46,7 @@ func ValidateTask(protocol string, task fs.FS) error {
 		_, err := rollouts.LoadTask(task)
 		return err
 	case "scenarios":
-		_, err := loadScenarioTask(task)
+		_, err := scenarios.LoadTask(task)
 		return err
 	case "optimizer":
 		_, err := optimizer.LoadTask(task)

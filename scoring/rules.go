@@ -180,6 +180,53 @@ type SeatRules struct {
 	FullMarginUpTo Ratio `json:"full_margin_up_to"`
 }
 
+// WeightRule names how a round's consensus becomes its weight vector.
+type WeightRule string
+
+const (
+	// WeightsProportional spreads the weight over every miner with a passed
+	// entry, in proportion to its score.
+	WeightsProportional WeightRule = "proportional"
+	// WeightsSeat gives the whole weight to the seat holder after the round's
+	// decision and burns it while the seat is vacant: the seat decides who is
+	// paid.
+	WeightsSeat WeightRule = "seat"
+)
+
+// WeightRules is the weight rule of each protocol's rounds.
+type WeightRules struct {
+	// Rollouts (default proportional), Scenarios (default seat) and Optimizer
+	// (default proportional; optimizer emission follows the frontier instead).
+	Rollouts  WeightRule `json:"rollouts"`
+	Scenarios WeightRule `json:"scenarios"`
+	Optimizer WeightRule `json:"optimizer"`
+}
+
+// For returns the rule of a protocol's rounds (proportional for an unknown one).
+func (w WeightRules) For(protocol string) WeightRule {
+	switch protocol {
+	case "rollouts":
+		return w.Rollouts
+	case "scenarios":
+		return w.Scenarios
+	case "optimizer":
+		return w.Optimizer
+	}
+	return WeightsProportional
+}
+
+func (w WeightRules) validate() error {
+	for _, f := range []struct {
+		name string
+		r    WeightRule
+	}{{"weights.rollouts", w.Rollouts}, {"weights.scenarios", w.Scenarios}, {"weights.optimizer", w.Optimizer}} {
+		if f.r != WeightsProportional && f.r != WeightsSeat {
+			return invalid(f.name, "unknown rule %q (want %q or %q)", f.r, WeightsProportional, WeightsSeat)
+		}
+	}
+	return nil
+}
+
 // FrontierRules configures the optimizer frontier.
 type FrontierRules struct {
 	// FloorMicroNats is the least improvement of held-out loss that clears the
@@ -226,6 +273,8 @@ type Rules struct {
 	Frontier FrontierRules `json:"frontier"`
 	// Emission configures the emission split.
 	Emission EmissionRules `json:"emission"`
+	// Weights is each protocol's weight rule.
+	Weights WeightRules `json:"weights"`
 }
 
 // Defaults of [Rules]; docs/CONSENSUS.md lists them with their meaning.
@@ -259,13 +308,14 @@ func DefaultRules() Rules {
 			RampSec:                 DefaultRampSec,
 			BurnFloor:               Ratio{},
 		},
+		Weights: WeightRules{Rollouts: WeightsProportional, Scenarios: WeightsSeat, Optimizer: WeightsProportional},
 	}
 }
 
 // Validate reports every parameter outside its documented domain; each error
 // names its field and wraps [ErrInvalidRules].
 func (r Rules) Validate() error {
-	return errors.Join(r.validateMaxScore(), r.validateAggregation(), r.Seat.validate(), r.Frontier.Validate(), r.Emission.Validate())
+	return errors.Join(r.validateMaxScore(), r.validateAggregation(), r.Seat.validate(), r.Frontier.Validate(), r.Emission.Validate(), r.Weights.validate())
 }
 
 // ratOne is 1; never modified.

@@ -102,7 +102,8 @@ func TestDefaultRules(t *testing.T) {
 		`"seat":{"margin":"3/100","full_margin_up_to":"7/10"},` +
 		`"frontier":{"floor_micro_nats":1000},` +
 		`"emission":{"half_life_sec":1209600,"reference_start_micro_nats":30000,` +
-		`"reference_end_micro_nats":100000,"ramp_sec":4838400,"burn_floor":"0"}}`
+		`"reference_end_micro_nats":100000,"ramp_sec":4838400,"burn_floor":"0"},` +
+		`"weights":{"rollouts":"proportional","scenarios":"seat","optimizer":"proportional"}}`
 	if string(b) != want {
 		t.Fatalf("defaults encode as\n%s\nwant\n%s", b, want)
 	}

@@ -34,6 +34,11 @@ func TestSeatMargin(t *testing.T) {
 	if got, err := SeatMargin(rat("199/10"), r); err != nil || got.String() != "3/100" {
 		t.Fatalf("with full margin up to the maximum, d(19.9) = %s, %v; want 3/100", got, err)
 	}
+	// At s = M both "s <= k*M" and "s >= M" hold; the maximum wins: d = 0
+	// (CONSENSUS.md section 4).
+	if got, err := SeatMargin(rat("20"), r); err != nil || got.Sign() != 0 {
+		t.Fatalf("with full margin up to the maximum, d(20) = %s, %v; want 0", got, err)
+	}
 }
 
 func TestSeat(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"os"
 
 	"github.com/feval/feval/beacon"
 	"github.com/feval/feval/cas"
@@ -11,8 +12,10 @@ import (
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/replay"
 	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -179,6 +182,9 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			&cli.BoolFlag{Name: "full", Usage: "rollouts: recompute every row instead of a sample"},
 			&cli.Int64Flag{Name: "bar", Usage: "optimizer: the bar in force, in micro-nats of held-out loss (default: the task's baseline)"},
 			&cli.Int64Flag{Name: "floor", Usage: "optimizer: the least improvement that clears the bar, in micro-nats (default: the rules' floor)"},
+			&cli.StringFlag{Name: "upstream", Usage: "scenarios: base URL of the OpenAI-compatible API that serves every allowlisted model (replaces the task's upstreams)", EnvVars: []string{envMeterUp}},
+			&cli.IntFlag{Name: "parallel", Value: 2, Usage: "scenarios: how many scenarios run at once"},
+			&cli.StringFlag{Name: "hidden", Usage: "scenarios: the task's hidden tests (digest, prefix or tag of the tests artifact in the local store, published by the task owner after reveals close); required for scenarios rounds"},
 		}, bo.Flags(), clk.Flags(), st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -213,19 +219,32 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Int("parallel") < 1 || c.Int("parallel") > 64 {
+				return usagef("--parallel %d: want 1 to 64 scenarios at once", c.Int("parallel"))
+			}
 			if c.Int64("bar") < 0 || c.Int64("floor") < 0 {
 				return usagef("--bar and --floor are non-negative micro-nats")
+			}
+			var hidden digest.Digest
+			if ref := c.String("hidden"); ref != "" {
+				d, err := cas.ResolveRef(c.Context, l, ref)
+				if err != nil {
+					return fmt.Errorf("--hidden %s: %w", ref, err)
+				}
+				hidden = d.Digest
 			}
 			req := evaluate.Request{Reveal: c.Args().First(), Task: c.String("task"), Obs: clk.obs, Created: ts,
 				Options: evaluate.Options{
 					Rollouts:  rollouts.Params{Beacon: bo.b, Full: c.Bool("full")},
 					Optimizer: optimizer.Params{BarMicroNats: c.Int64("bar"), FloorMicroNats: c.Int64("floor")},
+					Scenarios: scenarios.Params{Upstream: c.String("upstream"), Parallel: c.Int("parallel"), Hidden: hidden,
+						Credentials: func(string) string { return os.Getenv(envMeterKey) }},
 				}}
 			if src != nil {
 				req.Source = src
 			}
 			res, err := evaluate.Evaluate(c.Context, l, s, req)
-			if errors.Is(err, evaluate.ErrTaskMismatch) {
+			if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, scenarios.ErrNoHidden) {
 				return usagef("%v", err)
 			}
 			if errors.Is(err, rollouts.ErrBeacon) {
@@ -289,6 +308,7 @@ func replayCommand(a *appEnv) *cli.Command {
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "registry repository to fetch the verdict and its inputs from"},
 			&cli.BoolFlag{Name: "retrain", Usage: "optimizer: also train again for the recorded steps and compare checkpoints bit for bit (runs the submission in the sandbox)"},
+			&cli.BoolFlag{Name: "verify-only", Usage: "scenarios: re-run only the verifiers (hidden tests) on the recorded final workspaces"},
 			&cli.StringFlag{Name: "key", Hidden: true, EnvVars: []string{envKey}},
 		}, st.Flags(), tr.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
@@ -329,7 +349,7 @@ func replayCommand(a *appEnv) *cli.Command {
 			} else if ok, err := a.replayConsensus(c.Context, out, l, nil, desc, trusted); ok || err != nil {
 				return err
 			}
-			res, err := replay.RunWith(c.Context, l, desc, trusted, evaluate.Options{Retrain: c.Bool("retrain")})
+			res, err := replay.RunWith(c.Context, l, desc, trusted, evaluate.Options{Retrain: c.Bool("retrain"), VerifyOnly: c.Bool("verify-only")})
 			if err != nil {
 				return err
 			}

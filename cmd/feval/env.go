@@ -21,6 +21,7 @@ const (
 	envDocker     = "DOCKER_CONFIG"
 	envPlainHTTP  = "FEVAL_PLAIN_HTTP"
 	envMeterKey   = "FEVAL_METER_API_KEY"
+	envMeterUp    = "FEVAL_METER_UPSTREAM"
 )
 
 type envVar struct {
@@ -39,6 +40,7 @@ func envVars() []envVar {
 		{envDocker, "directory of the Docker config.json holding registry credentials", false},
 		{envPlainHTTP, "set to 1 to use plain HTTP for non-loopback registries", false},
 		{envMeterKey, "bearer token the meter sends to model upstreams", true},
+		{envMeterUp, "evaluate (scenarios): base URL serving every allowlisted model", false},
 		{envTimeout, "overall deadline of a command's registry work, e.g. 10m (default: none)", false},
 		{envIdleTimeout, "give up on a registry connection idle this long (default: " + cas.DefaultIdleTimeout.String() + ")", false},
 	}

@@ -62,13 +62,15 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"corrupt":      cmdCorrupt,
-			"status":       cmdStatus,
-			"forge-reveal": cmdForgeReveal,
-			"envfile":      cmdEnvFile,
-			"salt-pushed":  cmdSaltPushed,
-			"genrollouts":  cmdGenRollouts,
-			"genoptask":    cmdGenOptask,
+			"corrupt":         cmdCorrupt,
+			"status":          cmdStatus,
+			"forge-reveal":    cmdForgeReveal,
+			"envfile":         cmdEnvFile,
+			"salt-pushed":     cmdSaltPushed,
+			"genrollouts":     cmdGenRollouts,
+			"genoptask":       cmdGenOptask,
+			"genscentask":     cmdGenScentask,
+			"fixtureupstream": cmdFixtureUpstream,
 		},
 	})
 }

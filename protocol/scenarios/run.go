@@ -1,0 +1,219 @@
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/feval/feval/meter"
+	"github.com/feval/feval/sandbox"
+)
+
+// Where things appear inside the scenario and verifier sandboxes.
+const (
+	scenarioMount  = sandbox.InputRoot + "/scenario"
+	harnessMount   = sandbox.InputRoot + "/harness"
+	workspaceMount = sandbox.InputRoot + "/workspace"
+	testsMount     = sandbox.InputRoot + "/tests"
+	verifierMount  = sandbox.InputRoot + "/verifier"
+)
+
+// Python is Debian's interpreter, the only one the task's programs run on.
+const Python = "/usr/bin/python3"
+
+// Stop reasons of a harness run besides the harness's own (finish, answer,
+// max_turns, time, model_error, endpoint_error, bad_answer).
+const (
+	StopCrashed   = "harness_crashed"
+	StopViolation = "harness_violation"
+	StopLimit     = "harness_limit"
+)
+
+// AgentRun is what the harness of one scenario did.
+type AgentRun struct {
+	Turns  int    `json:"turns"`
+	Stop   string `json:"stop"`
+	Detail string `json:"detail,omitempty"`
+	// Infra is set when the run failed for a reason that is not the pack's:
+	// the sandbox could not run, or the harness outlived its time bound.
+	Infra string `json:"-"`
+}
+
+var env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
+
+// runAgent runs the harness of scenario sc in a fresh sandbox whose only route
+// out is a Unix socket served by h; the final workspace is left in
+// out/workspace.
+func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h http.Handler, out string) (AgentRun, error) {
+	sockDir, err := os.MkdirTemp("", "feval-sock-")
+	if err != nil {
+		return AgentRun{}, err
+	}
+	defer os.RemoveAll(sockDir)
+	if err := os.Chmod(sockDir, 0o755); err != nil {
+		return AgentRun{}, err
+	}
+	sock := filepath.Join(sockDir, "policy.sock")
+	ln, err := meter.ListenUnix(sock, 0o666)
+	if err != nil {
+		return AgentRun{}, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	cfg, _ := json.Marshal(map[string]any{"max_turns": spec.Harness.MaxTurns, "max_tokens": spec.Harness.MaxTokens,
+		"wall_millis": spec.Harness.WallMillis, "model": "policy"})
+	dir := filepath.Join(taskDir, ScenarioDir, sc.Name)
+	res, err := sandbox.Run(ctx, sandbox.Spec{
+		Args: []string{Python, "-I", "-B", path.Join(harnessMount, path.Base(HarnessFile))},
+		Env:  append(append([]string{}, env...), "FEVAL_HARNESS="+string(cfg)),
+		Inputs: []sandbox.Mount{
+			{Source: filepath.Join(taskDir, filepath.FromSlash(HarnessFile)), Target: harnessMount + "/" + path.Base(HarnessFile)},
+			{Source: filepath.Join(dir, "instruction.md"), Target: scenarioMount + "/instruction.md"},
+			{Source: filepath.Join(dir, "workspace"), Target: scenarioMount + "/workspace"},
+		},
+		OutputDir: out,
+		Socket:    sock,
+		Limits: sandbox.Limits{WallMillis: spec.Harness.WallMillis + 15_000, CPUMillis: spec.Harness.WallMillis + 15_000,
+			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 16 << 20, OutputFiles: 1024, TmpBytes: 16 << 20},
+	})
+	if ctx.Err() != nil {
+		return AgentRun{}, ctx.Err()
+	}
+	var a AgentRun
+	switch {
+	case err != nil:
+		a.Infra = "the scenario sandbox could not run: " + sandboxDetail(err)
+		return a, nil
+	case res.Unsandboxed:
+		a.Infra = "the scenario ran without the sandbox"
+		return a, nil
+	case res.Class == sandbox.ClassInfraError:
+		a.Infra = "sandbox infrastructure failure"
+		return a, nil
+	case res.Class == sandbox.ClassTimeout:
+		a.Infra = "the harness outlived its time bound"
+		return a, nil
+	}
+	b, rerr := readBounded(filepath.Join(out, "harness.json"), 4096)
+	if rerr != nil || json.Unmarshal(b, &a) != nil || a.Stop == "" {
+		a = AgentRun{Stop: StopCrashed, Detail: fmt.Sprintf("exit %d", res.ExitCode)}
+		if bytes.Contains(res.Stderr, []byte("No module named")) || res.ExitCode == 127 {
+			a.Infra = "the harness could not start"
+		}
+	}
+	switch res.Class {
+	case sandbox.ClassViolation:
+		a.Stop, a.Detail = StopViolation, "denied system call "+res.Violation
+	case sandbox.ClassOOM, sandbox.ClassPidsExceeded, sandbox.ClassOutputExceeded:
+		a.Stop, a.Detail = StopLimit, string(res.Class)
+	}
+	if a.Turns < 0 || a.Turns > spec.Harness.MaxTurns {
+		a.Turns = 0
+	}
+	return a, nil
+}
+
+// verify runs the hidden tests of sc on the workspace ws (a host directory,
+// mounted read-only) in a fresh sandbox and returns the JUnit report. A
+// verifier that cannot run, crashes or times out is an *InfraError.
+func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws string) ([]byte, error) {
+	out, err := os.MkdirTemp("", "feval-verify-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(out)
+	res, err := sandbox.Run(ctx, sandbox.Spec{
+		Args: []string{Python, "-I", "-B", path.Join(verifierMount, path.Base(VerifierFile))},
+		Env:  env,
+		Inputs: []sandbox.Mount{
+			{Source: filepath.Join(taskDir, filepath.FromSlash(VerifierFile)), Target: verifierMount + "/" + path.Base(VerifierFile)},
+			{Source: ws, Target: workspaceMount},
+			{Source: filepath.Join(taskDir, ScenarioDir, sc.Name, "hidden"), Target: testsMount},
+		},
+		OutputDir: out,
+		Limits: sandbox.Limits{WallMillis: spec.Verifier.WallMillis, CPUMillis: spec.Verifier.WallMillis,
+			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 4 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	switch {
+	case err != nil:
+		return nil, &InfraError{"the verifier sandbox could not run: " + sandboxDetail(err)}
+	case res.Unsandboxed:
+		return nil, &InfraError{"the verifier ran without the sandbox"}
+	case res.Class == sandbox.ClassTimeout:
+		return nil, &InfraError{"the verifier timed out"}
+	case res.Class != sandbox.ClassOK:
+		return nil, &InfraError{fmt.Sprintf("the verifier crashed (%s, exit %d)", res.Class, res.ExitCode)}
+	}
+	b, err := readBounded(filepath.Join(out, "junit.xml"), maxReportBytes)
+	if err != nil {
+		return nil, &InfraError{"the verifier wrote no report"}
+	}
+	return b, nil
+}
+
+// InfraError is a failure of the validator's machinery, not of the pack: the
+// scenario is infra_error, never a score.
+type InfraError struct{ Detail string }
+
+func (e *InfraError) Error() string { return e.Detail }
+
+func sandboxDetail(err error) string {
+	var ue *sandbox.UnavailableError
+	var se *sandbox.SetupError
+	switch {
+	case errors.As(err, &ue):
+		return "sandbox unavailable"
+	case errors.As(err, &se):
+		return "sandbox setup failed"
+	case errors.Is(err, sandbox.ErrInvalidSpec):
+		return "invalid sandbox spec"
+	}
+	return "sandbox error"
+}
+
+func readBounded(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > limit {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", filepath.Base(p), limit)
+	}
+	b := make([]byte, fi.Size())
+	_, err = f.ReadAt(b, 0)
+	return b, err
+}
+
+// readable makes a tree the sandbox user can read: directories 0755, files 0644.
+func readable(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		if d.Type().IsRegular() {
+			return os.Chmod(p, 0o644)
+		}
+		return os.Remove(p)
+	})
+}

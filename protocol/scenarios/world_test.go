@@ -1,0 +1,187 @@
+package scenarios_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/fixtures/scenariotask"
+	"github.com/feval/feval/fixtures/upstream"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/scenarios"
+	"github.com/feval/feval/sandbox"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.InitIfChild()
+	os.Exit(m.Run())
+}
+
+func needPytest(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/pytest/__init__.py"); err != nil {
+		t.Fatal("Debian's python3-pytest is not installed: run 'make debian-deps'")
+	}
+}
+
+func newSigner(t testing.TB) *bundle.Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bundle.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func at(s string) protocol.Observation {
+	ts, _ := time.Parse(time.RFC3339, s)
+	return protocol.Observation{Now: ts}
+}
+
+// world is one scenarios round: the fixture upstream with the reference
+// scripts, a task of the given scenarios, a round, and a validator's store.
+type world struct {
+	t         testing.TB
+	ctx       context.Context
+	up        *upstream.Server
+	url       string
+	validator *cas.Layout
+	key       *bundle.Signer
+	task      ocispec.Descriptor
+	round     ocispec.Descriptor
+	hidden    ocispec.Descriptor
+	n         int
+}
+
+func newWorld(t testing.TB, cfg scenariotask.Config) *world {
+	t.Helper()
+	needPytest(t)
+	w := &world{t: t, ctx: context.Background(), key: newSigner(t)}
+	scripts, err := scenariotask.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.up = upstream.New(upstream.Options{Scripts: scripts})
+	url, stop, err := upstream.Start(w.up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	w.url = url
+	if w.validator, err = cas.Init(filepath.Join(t.TempDir(), "validator")); err != nil {
+		t.Fatal(err)
+	}
+	dir, hidden := filepath.Join(t.TempDir(), "task"), filepath.Join(t.TempDir(), "hidden")
+	if err := scenariotask.Generate(dir, hidden, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := evaluate.ValidateTask("scenarios", os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	owner := newSigner(t)
+	if w.task, err = protocol.CreateTask(w.ctx, w.validator, owner, "scenarios", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cu, _ := protocol.ParseWindow("2026-12-01T00:00:00Z")
+	ru, _ := protocol.ParseWindow("2026-12-02T00:00:00Z")
+	if w.round, err = protocol.OpenRound(w.ctx, w.validator, owner, w.task, cu, ru, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The task owner publishes the hidden tests once reveals have closed.
+	packed, err := bundle.PackPath(w.ctx, w.validator, owner, hidden, bundle.PackOptions{Kind: scenarios.KindTests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.hidden = packed.Artifact
+	return w
+}
+
+// pack writes a policy.json pack whose default route is one model.
+func pack(t testing.TB, model string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "pack-"+model)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	policy := fmt.Sprintf(`{"schema": "feval.policy.v1", "stream": false, "session": {"sticky_route": false, "keep_messages": 64},
+ "routes": [{"name": "default", "mode": "single", "steps": [{"model": %q}]}]}`, model)
+	os.WriteFile(filepath.Join(dir, "policy.json"), []byte(policy), 0o644)
+	os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("# Repair skill\n\nRead the code, make the smallest fix.\n"), 0o644)
+	return dir
+}
+
+// submit commits and reveals the pack in dir from a fresh miner.
+func (w *world) submit(dir string) ocispec.Descriptor {
+	t := w.t
+	t.Helper()
+	w.n++
+	miner, err := cas.Init(filepath.Join(t.TempDir(), fmt.Sprintf("miner-%d", w.n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newSigner(t)
+	if _, err := cas.Copy(w.ctx, w.validator, miner, w.round, cas.CopyOptions{Subjects: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := protocol.Commit(w.ctx, miner, key, w.round, dir, "", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cas.Copy(w.ctx, miner, w.validator, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Collect(w.ctx, w.validator, w.validator, w.round, at("2026-11-30T10:00:00Z")); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := protocol.LoadSecret(miner, c.Commitment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := protocol.RevealCommitment(w.ctx, miner, key, sec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := miner.Resolve(w.ctx, rv.Submission.String())
+	for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
+		if _, err := cas.Copy(w.ctx, miner, w.validator, d, cas.CopyOptions{Referrers: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rv.Reveal
+}
+
+func (w *world) options() evaluate.Options {
+	return evaluate.Options{Scenarios: scenarios.Params{Upstream: w.url, Parallel: 2, Hidden: w.hidden.Digest}}
+}
+
+func (w *world) evaluate(reveal ocispec.Descriptor) (scenarios.Verdict, evaluate.Outcome) {
+	t := w.t
+	t.Helper()
+	out, err := evaluate.Evaluate(w.ctx, w.validator, w.key, evaluate.Request{Reveal: reveal.Digest.String(),
+		Task: w.task.Digest.String(), Obs: at("2026-12-01T06:00:00Z"), Options: w.options()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := out.Verdict.(scenarios.Verdict)
+	if !ok {
+		t.Fatalf("a scenarios round gave a %T", out.Verdict)
+	}
+	return v, out
+}
+
+// trusted are the keys an auditor of this world trusts: the validator's.
+func (w *world) trusted() []*bundle.PublicKey { return []*bundle.PublicKey{w.key.Public()} }

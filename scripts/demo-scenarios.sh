@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The scenarios competition end to end, printing each step: a task owner opens a
+# round of the reference scenarios task (a subset of its twenty scenarios, to
+# keep the demo short) and keeps its hidden tests private until reveals close;
+# three miners commit and reveal packs of the three
+# forms (a declarative policy.json, a policy.py with session state, a raw
+# server); two validators evaluate every reveal: per scenario the reference
+# harness works in the sandbox through the pack's policy sidecar and the meter
+# (to the fixture upstream, which stands in for the eight model APIs), then the
+# hidden tests run in a fresh verifier sandbox; consensus over the two
+# validators' signed verdicts picks the seat, which takes the whole weight; an
+# auditor in a fresh store replays a verdict (meter in replay mode, no model
+# called): identical, and again re-running only the verifiers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$PWD/bin"
+WORK=$(mktemp -d)
+REG_PID=""
+UP_PID=""
+cleanup() {
+  local rc=$?
+  for p in $REG_PID $UP_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+show() { printf '$ feval %s\n' "$*" >&2; "$BIN/feval" "$@"; }
+as() { # as ROLE: use ROLE's store and key
+  export FEVAL_STORE="$WORK/$1/store" FEVAL_KEY="$WORK/$1/key.key"
+  printf -- '-- as %s\n' "$1"
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+export FEVAL_PASSWORD="demo-password"
+
+step "start a throw-away OCI registry and the fixture model upstream on 127.0.0.1"
+PORT=$(free_port)
+cat > "$WORK/registry.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $WORK/registry}, delete: {enabled: true}}
+http: {addr: 127.0.0.1:$PORT}
+YML
+OTEL_TRACES_EXPORTER=none "$BIN/registry" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+REG_PID=$!
+for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+REPO="127.0.0.1:$PORT/competition/scenarios"
+echo "registry repository: $REPO"
+
+SCENARIOS="01-parse-range 03-failing-suite 08-roman 16-normpath"
+"$BIN/genscentask" "$WORK/task" "$WORK/hidden" "$WORK/scripts.json" $SCENARIOS
+UPORT=$(free_port)
+"$BIN/fixture-upstream" -listen "127.0.0.1:$UPORT" -scripts "$WORK/scripts.json" >"$WORK/upstream.log" 2>&1 &
+UP_PID=$!
+for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$UPORT/v1/models" >/dev/null 2>&1 && break; sleep 0.1; done
+export FEVAL_METER_UPSTREAM="http://127.0.0.1:$UPORT/v1"
+echo "fixture upstream (eight deterministic stand-in models): $FEVAL_METER_UPSTREAM"
+echo "scenarios: $SCENARIOS"
+
+MINERS="json py server"
+declare -A PACK=([json]=strong [py]=py-session [server]=server)
+for role in owner $MINERS val1 val2 auditor; do
+  as "$role" >/dev/null
+  "$BIN/feval" init >/dev/null
+  "$BIN/feval" key generate >/dev/null
+done
+
+step "task owner: sign the task (harness, verifier and the hidden tests' tree pinned by digest; the tests stay private) and open a round"
+as owner
+TASK=$(show task create --protocol scenarios --tag task "$WORK/task")
+echo "$TASK"
+ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
+echo "$ROUND"
+show push round "$REPO:round"
+
+step "miners: commit packs of three forms (policy.json, policy.py, server); the static gate runs first"
+for m in $MINERS; do
+  as "$m"
+  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
+  c=$(show commit --round round --to "$REPO" "fixtures/policies/${PACK[$m]}/pack")
+  echo "$c"
+  eval "COMMIT_$m=$c"
+done
+
+step "validators: observe the round before commits close"
+for v in val1 val2; do
+  as "$v"
+  show reveals --round "$ROUND" --from "$REPO" --now 2026-11-30T18:00:00Z >/dev/null
+done
+
+step "miners: reveal after commits close"
+for m in $MINERS; do
+  as "$m"
+  var="COMMIT_$m"
+  show reveal --to "$REPO" "${!var}"
+done
+
+step "task owner: reveals have closed; publish the hidden tests the task pins"
+as owner
+show pack --kind tests --tag hidden "$WORK/hidden"
+show push hidden "$REPO:hidden"
+
+step "validators: run every pack on the scenarios (harness -> policy sidecar -> meter; hidden tests in a fresh verifier) and push signed verdicts"
+for v in val1 val2; do
+  as "$v"
+  show reveals --round "$ROUND" --from "$REPO" --now 2026-12-01T06:00:00Z >/dev/null
+  "$BIN/feval" pull --tag hidden "$REPO:hidden" >/dev/null
+  for m in $MINERS; do
+    var="COMMIT_$m"
+    rv=$("$BIN/feval" reveals --round "$ROUND" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print([e["reveal"] for e in r["entries"] if e["commitment"]==sys.argv[1]][0])' "${!var}")
+    out=$(show evaluate --task "$TASK" --hidden hidden --now 2026-12-01T06:00:00Z --to "$REPO" "$rv")
+    if [ "$v" = val1 ]; then echo "$out"; else echo "$out" | head -4; fi
+    eval "V_${v}_$m=$(echo "$out" | awk '$1=="verdict"{print $2}')"
+  done
+done
+
+step "anyone: consensus over both validators' signed verdicts picks the seat; under the scenarios rule the seat holder takes the weight"
+as auditor
+FP1=$(FEVAL_KEY="$WORK/val1/key.key" "$BIN/feval" key show --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["fingerprint"])')
+FP2=$(FEVAL_KEY="$WORK/val2/key.key" "$BIN/feval" key show --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["fingerprint"])')
+printf '{"stakes": {"%s": 100, "%s": 60}}\n' "$FP1" "$FP2" > "$WORK/stakes.json"
+show consensus --round "$ROUND" --from "$REPO" --stakes "$WORK/stakes.json"
+
+step "auditor: replay the policy.py pack's verdict in a fresh store (harness, policy and verifier re-run; the meter answers from the trace)"
+show replay --from "$REPO" --pub "$WORK/val1/key.pub" "$V_val1_py"
+step "auditor: and re-run only the verifiers on the recorded final workspaces"
+show replay --verify-only --pub "$WORK/val1/key.pub" "$V_val1_py"
+
+step "done: three packs scored by two validators, the seat decided, a verdict replayed identical"
