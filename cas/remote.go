@@ -412,26 +412,68 @@ func (r *Remote) Exists(ctx context.Context, desc ocispec.Descriptor) (bool, err
 	return ok, err
 }
 
-// Resolve implements Store.
+// Resolve implements Store. It reads the manifest ref names in one GET and
+// describes it by its content's own digest; the manifest is kept, so the copy
+// that usually follows does not fetch it again.
 func (r *Remote) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	var desc ocispec.Descriptor
-	err := retry(ctx, func() error {
-		var err error
-		desc, err = r.repo.Resolve(ctx, ref)
-		if err != nil {
-			return r.wrap(ref, err)
-		}
-		return nil
-	})
+	desc, _, err := r.fetchTagged(ctx, ref)
 	if err != nil {
 		return ocispec.Descriptor{}, err
+	}
+	if want, err := digest.Parse(ref); err == nil && want != desc.Digest {
+		return ocispec.Descriptor{}, fmt.Errorf("%s: the registry answered content of digest %s: %w", ref, desc.Digest, ErrDigestMismatch)
 	}
 	if err := ValidateDescriptor(desc); err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("%s resolves to a bad descriptor: %w", ref, err)
 	}
 	return desc, nil
+}
+
+// PushTagged pushes the manifest desc under tag in one request: the manifest
+// and its name arrive together. A manifest with a subject is pushed with Push
+// (it needs its referrer tag) and then tagged.
+func (r *Remote) PushTagged(ctx context.Context, desc ocispec.Descriptor, rd io.Reader, tag string) error {
+	if !ValidTag(tag) {
+		return fmt.Errorf("tag %q: %w", tag, ErrBadReference)
+	}
+	if err := ValidateDescriptor(desc); err != nil {
+		return err
+	}
+	if !IsManifest(desc.MediaType) || desc.Size > MaxManifestSize {
+		return fmt.Errorf("tagging %s: not a manifest within %d bytes: %w", desc.Digest, MaxManifestSize, ErrInvalid)
+	}
+	vr, err := verified(rd, desc)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(vr)
+	if err != nil {
+		return err
+	}
+	node, err := ParseNode(desc, b)
+	if err != nil {
+		return err
+	}
+	if node.Subject != nil {
+		if err := r.Push(ctx, desc, bytes.NewReader(b)); err != nil {
+			return err
+		}
+		return r.Tag(ctx, desc, tag)
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	err = retry(ctx, func() error {
+		if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), tag); err != nil {
+			return r.wrap(tag, err)
+		}
+		return nil
+	})
+	if err == nil {
+		r.cacheManifest(desc.Digest, b)
+	}
+	return err
 }
 
 // Tag implements Store.

@@ -61,11 +61,13 @@ func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, pa
 	if err != nil {
 		return bundle.Packed{}, err
 	}
-	s, err := k.Signer(a)
+	// The key is decrypted while the payload is packed; the payload is published
+	// only once the artifact is signed.
+	signer, err := k.SignerAsync(a)
 	if err != nil {
 		return bundle.Packed{}, err
 	}
-	res, err := bundle.PackPath(ctx, l, s, path, bundle.PackOptions{Kind: kind, Created: ts, Progress: prog})
+	res, err := bundle.PackPathSigner(ctx, l, signer, path, bundle.PackOptions{Kind: kind, Created: ts, Progress: prog})
 	if err != nil {
 		return res, err
 	}
