@@ -308,35 +308,60 @@ func LoadModel(ctx context.Context, st cas.Store, desc ocispec.Descriptor) ([]Mo
 	return out, nil
 }
 
-// ExtractModel writes the files of a model artifact under dest, which must not
-// exist, verifying every byte against its layer digest. On failure dest is
-// removed.
-func ExtractModel(ctx context.Context, st cas.Store, desc ocispec.Descriptor, dest string) (err error) {
+// ExtractModel writes the files of a model artifact under dest, which must be
+// new or an empty directory (else ErrTargetNotEmpty), verifying every byte
+// against its layer digest. On failure what was written is removed.
+func ExtractModel(ctx context.Context, st cas.Store, desc ocispec.Descriptor, dest string) (n int, err error) {
 	files, err := LoadModel(ctx, st, desc)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := os.Mkdir(dest, 0o755); err != nil {
-		return err
+	created := true
+	if err := os.Mkdir(dest, 0o755); errors.Is(err, fs.ErrExist) {
+		ents, rerr := os.ReadDir(dest)
+		if rerr != nil {
+			return 0, rerr
+		}
+		if len(ents) > 0 {
+			return 0, fmt.Errorf("%s: %w", dest, ErrTargetNotEmpty)
+		}
+		created = false
+	} else if err != nil {
+		return 0, err
 	}
 	defer func() {
-		if err != nil {
+		if err == nil {
+			return
+		}
+		if created {
 			os.RemoveAll(dest)
+			return
+		}
+		ents, _ := os.ReadDir(dest)
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(dest, e.Name()))
 		}
 	}()
+	prog := cas.ProgressFrom(ctx)
+	var total int64
+	for _, f := range files {
+		total += f.Layer.Size
+	}
+	prog.Start(total)
+	defer prog.Done()
 	for _, f := range files {
 		p := filepath.Join(dest, filepath.FromSlash(f.Path))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+			return 0, err
 		}
-		if err := extractFile(ctx, st, f.Layer, p); err != nil {
-			return fmt.Errorf("%s: %w", f.Path, err)
+		if err := extractFile(ctx, st, f.Layer, p, prog); err != nil {
+			return 0, fmt.Errorf("%s: %w", f.Path, err)
 		}
 	}
-	return nil
+	return len(files), nil
 }
 
-func extractFile(ctx context.Context, st cas.Store, layer ocispec.Descriptor, p string) error {
+func extractFile(ctx context.Context, st cas.Store, layer ocispec.Descriptor, p string, prog cas.Progress) error {
 	rc, err := st.Fetch(ctx, layer) // verifies as it reads
 	if err != nil {
 		return err
@@ -346,7 +371,7 @@ func extractFile(ctx context.Context, st cas.Store, layer ocispec.Descriptor, p 
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, rc); err != nil {
+	if _, err := io.Copy(out, &progressReader{r: rc, add: prog.Add}); err != nil {
 		out.Close()
 		return err
 	}

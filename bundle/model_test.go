@@ -169,7 +169,7 @@ func TestModelRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if err := ExtractModel(ctx, dst, desc, out); err != nil {
+	if _, err := ExtractModel(ctx, dst, desc, out); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, src, out)
@@ -205,7 +205,7 @@ func TestModelRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
-	if err := ExtractModel(ctx, dst, desc, bad); !errors.Is(err, cas.ErrDigestMismatch) {
+	if _, err := ExtractModel(ctx, dst, desc, bad); !errors.Is(err, cas.ErrDigestMismatch) {
 		t.Fatalf("extracting a damaged model = %v, want ErrDigestMismatch", err)
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
