@@ -588,6 +588,9 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 		keep(c, b)
 	}
 	for _, t := range tags {
+		if seenPrefix(seen, strings.TrimPrefix(t, referrerTagPrefix(subject.Digest))) {
+			continue // listed in the fallback index and already read and checked
+		}
 		d, b, err := r.fetchTagged(ctx, t)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalid) {
 			continue
@@ -606,6 +609,20 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 
 // errStopListing ends a tag listing early.
 var errStopListing = errors.New("stop listing")
+
+// seenPrefix reports whether a digest in seen has hex digits starting with
+// prefix (a referrer tag names its referrer by the first 48).
+func seenPrefix(seen map[digest.Digest]bool, prefix string) bool {
+	if len(prefix) < 48 {
+		return false
+	}
+	for d := range seen {
+		if strings.HasPrefix(d.Encoded(), prefix) {
+			return true
+		}
+	}
+	return false
+}
 
 // referrerTags lists the tags that name referrers of subject. The listing starts
 // after the fallback tag "sha256-<hex>", which sorts just before every referrer
