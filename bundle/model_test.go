@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/internal/detrand"
 	"github.com/feval/feval/internal/testenv"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -259,4 +261,42 @@ func TestLoadModelRejectsUnsafePaths(t *testing.T) {
 			t.Errorf("paths %q: LoadModel = %v, want ErrUnsafeEntry", paths, err)
 		}
 	}
+}
+
+// FuzzLoadModel feeds arbitrary manifest bytes to LoadModel: it must never
+// panic, and whatever it accepts must be safe to extract (clean, relative,
+// unique paths of raw layers).
+func FuzzLoadModel(f *testing.F) {
+	f.Add([]byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.cncf.model.manifest.v1+json","config":{"mediaType":"application/vnd.cncf.model.config.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},"layers":[{"mediaType":"application/vnd.cncf.model.weight.v1.raw","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2,"annotations":{"org.cncf.model.filepath":"a/b.safetensors"}}],"annotations":{"dev.feval.model.layout":"1"}}`))
+	f.Add([]byte(`{"artifactType":"application/vnd.cncf.model.manifest.v1+json","layers":[{"annotations":{"org.cncf.model.filepath":"../x"}}]}`))
+	f.Add([]byte(`[]`))
+	l, err := cas.Init(filepath.Join(f.TempDir(), "s"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(b), Size: int64(len(b))}
+		st := memManifest{Store: l, b: b}
+		files, err := LoadModel(context.Background(), st, desc)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, f := range files {
+			if f.Path == "" || f.Path != filepath.ToSlash(filepath.Clean(f.Path)) || filepath.IsAbs(f.Path) || f.Path == ".." || len(f.Path) > 2 && f.Path[:3] == "../" || seen[f.Path] {
+				t.Fatalf("accepted unsafe path %q", f.Path)
+			}
+			seen[f.Path] = true
+		}
+	})
+}
+
+// memManifest serves one manifest's bytes from memory, whatever its digest.
+type memManifest struct {
+	cas.Store
+	b []byte
+}
+
+func (m memManifest) Fetch(_ context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	return cas.NewVerifyReader(io.NopCloser(bytes.NewReader(m.b)), desc)
 }
