@@ -304,7 +304,7 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 		tmp.Close()
 		return err
 	}
-	if _, err := io.Copy(newWritebackFile(tmp), vr); err != nil {
+	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, ioBuffer)); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}
@@ -559,6 +559,9 @@ func (l *Layout) Close() error {
 
 // BlobPath returns where the layout keeps the blob d (for fsck and tests).
 func (l *Layout) BlobPath(d digest.Digest) string { return l.blobPath(d) }
+
+// ioBuffer is the buffer size for moving blobs between files and connections.
+const ioBuffer = 256 << 10
 
 // writeFileAtomic writes b to path through a temporary file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory.

@@ -103,6 +103,10 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 			// Close pooled connections before their pending read times out.
 			IdleConnTimeout:     idle / 2,
 			MaxIdleConnsPerHost: 8,
+			// Blobs are large: move them in large writes and reads, not the
+			// 4 KiB default (a million write calls for a 4 GiB model).
+			WriteBufferSize: ioBuffer,
+			ReadBufferSize:  ioBuffer,
 		}},
 		Cache: auth.NewCache(),
 	}
