@@ -50,7 +50,7 @@ section "generate the model tree ($BYTES bytes of weights)"
 "$GO" test -c -o "$WORK/benchtree" ./bench
 "$WORK/benchtree" -bench.model "$WORK/model" -bench.model.bytes "$BYTES"
 MODEL="$WORK/model"
-MODEL_BYTES=$(find "$MODEL" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%d\n", s}')
+MODEL_BYTES=$(find "$MODEL" -type f -printf '%s\n' | python3 -c 'import sys; print(sum(map(int, sys.stdin)))')
 FILES=$(cd "$MODEL" && find . -type f -printf '%P\n' | LC_ALL=C sort | tr '\n' ' ')
 echo "model: $(echo $FILES | wc -w) files, $MODEL_BYTES bytes"
 
