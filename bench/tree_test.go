@@ -263,6 +263,14 @@ var treeOut = flag.String("bench.tree", "", "write the full benchmark tree to th
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if *modelOut != "" {
+		if err := writeModelTree(*modelOut, *modelBytes); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "wrote a model tree with %d bytes of weights to %s\n", *modelBytes, *modelOut)
+		os.Exit(0)
+	}
 	if *treeOut != "" {
 		if err := writeTree(*treeOut, fullTree); err != nil {
 			fmt.Fprintln(os.Stderr, err)

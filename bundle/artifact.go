@@ -94,9 +94,19 @@ func PackTree(w BlobWriter, dir string, prog cas.Progress) (ocispec.Descriptor, 
 		if err != nil {
 			return err
 		}
+		// Reading, tar and the uncompressed hash run in one goroutine, the
+		// compressor (and the output hash and write) in this one, with a few
+		// buffers between them. The compressed bytes do not depend on how
+		// the stream is cut into writes, so the layer is the same as when
+		// one goroutine does everything.
 		h := digest.SHA256.Digester()
 		cw := &counter{}
-		if err := WriteTar(io.MultiWriter(zw, h.Hash(), cw), dir, prog.Add); err != nil {
+		q := newChunkQueue(packChunk, packChunks)
+		go func() {
+			err := WriteTar(io.MultiWriter(q, h.Hash(), cw), dir, prog.Add)
+			q.closeWrite(err)
+		}()
+		if err := q.drainTo(zw); err != nil {
 			zw.Close()
 			return err
 		}
@@ -115,6 +125,79 @@ func PackTree(w BlobWriter, dir string, prog cas.Progress) (ocispec.Descriptor, 
 }
 
 type counter struct{ n int64 }
+
+// packChunk and packChunks size the queue between reading and compressing.
+const (
+	packChunk  = 1 << 20
+	packChunks = 4
+)
+
+// chunkQueue carries a byte stream from one goroutine to another in bounded,
+// reused buffers. The writer calls Write and then closeWrite once; the reader
+// calls drainTo once. If drainTo fails it stops the writer, whose next Write
+// fails, and drainTo waits for closeWrite before returning, so that no goroutine
+// is left writing.
+type chunkQueue struct {
+	full chan []byte
+	free chan []byte
+	stop chan struct{}
+	done chan error
+	cur  []byte
+}
+
+func newChunkQueue(size, n int) *chunkQueue {
+	q := &chunkQueue{full: make(chan []byte, n), free: make(chan []byte, n), stop: make(chan struct{}), done: make(chan error, 1)}
+	for range n {
+		q.free <- make([]byte, 0, size)
+	}
+	return q
+}
+
+var errQueueStopped = errors.New("reader stopped")
+
+func (q *chunkQueue) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if q.cur == nil {
+			select {
+			case q.cur = <-q.free:
+			case <-q.stop:
+				return n, errQueueStopped
+			}
+		}
+		k := copy(q.cur[len(q.cur):cap(q.cur)], p)
+		q.cur = q.cur[:len(q.cur)+k]
+		p, n = p[k:], n+k
+		if len(q.cur) == cap(q.cur) {
+			q.full <- q.cur
+			q.cur = nil
+		}
+	}
+	return n, nil
+}
+
+func (q *chunkQueue) closeWrite(err error) {
+	if err == nil && len(q.cur) > 0 {
+		q.full <- q.cur
+	}
+	q.cur = nil
+	close(q.full)
+	q.done <- err
+}
+
+func (q *chunkQueue) drainTo(w io.Writer) error {
+	for b := range q.full {
+		if _, err := w.Write(b); err != nil {
+			close(q.stop)
+			for range q.full {
+			}
+			<-q.done
+			return err
+		}
+		q.free <- b[:0]
+	}
+	return <-q.done
+}
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 

@@ -3,6 +3,7 @@ package bundle
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -45,6 +46,15 @@ type Packed struct {
 // the layout. A directory becomes one tree layer and is identified by content
 // alone; a file keeps its base name (the title oras uses when pulling it).
 func PackPath(ctx context.Context, l *cas.Layout, s *Signer, path string, opts PackOptions) (Packed, error) {
+	return PackPathSigner(ctx, l, func() (*Signer, error) { return s, nil }, path, opts)
+}
+
+// PackPathSigner is PackPath with the signer supplied by signer, which is
+// called once, after the payload is packed: a caller can decrypt its key while
+// the payload is being packed. The payload is staged (cas.Layout.StageBlob) and
+// published only once the artifact is signed, so a signer that fails (a wrong
+// password) leaves nothing in the store.
+func PackPathSigner(ctx context.Context, l *cas.Layout, signer func() (*Signer, error), path string, opts PackOptions) (Packed, error) {
 	if !ValidKind(opts.Kind) {
 		return Packed{}, fmt.Errorf("kind %q: want lower-case letters, digits and '-'", opts.Kind)
 	}
@@ -56,14 +66,16 @@ func PackPath(ctx context.Context, l *cas.Layout, s *Signer, path string, opts P
 	if prog == nil {
 		prog = cas.ProgressFrom(ctx)
 	}
+	stage := &stager{l: l}
+	defer stage.discard()
 	var layer ocispec.Descriptor
 	var c Content
 	switch {
 	case fi.IsDir():
-		layer, err = PackTree(l, path, prog)
+		layer, err = PackTree(stage, path, prog)
 		c.Type = "tree"
 	case fi.Mode().IsRegular():
-		layer, err = PackFile(l, path, prog)
+		layer, err = PackFile(stage, path, prog)
 		c.Type, c.Name = "file", filepath.Base(path)
 	default:
 		return Packed{}, fmt.Errorf("%s: %w: only files and directories can be packed", path, ErrUnsafeEntry)
@@ -71,17 +83,66 @@ func PackPath(ctx context.Context, l *cas.Layout, s *Signer, path string, opts P
 	if err != nil {
 		return Packed{}, err
 	}
-	c.Digest = digest.Digest(layer.Annotations[AnnotationContentDigest])
-	fmt.Sscan(layer.Annotations[AnnotationContentSize], &c.Size)
-	desc, err := Write(ctx, l, Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: []ocispec.Descriptor{layer}, Created: opts.Created})
+	s, err := signer()
 	if err != nil {
 		return Packed{}, err
 	}
-	sig, err := Sign(ctx, l, s, desc)
+	c.Digest = digest.Digest(layer.Annotations[AnnotationContentDigest])
+	fmt.Sscan(layer.Annotations[AnnotationContentSize], &c.Size)
+	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: []ocispec.Descriptor{layer}, Created: opts.Created}
+	enc, err := Encode(a)
+	if err != nil {
+		return Packed{}, err
+	}
+	sb, err := s.SignatureBytes(enc.Desc)
+	if err != nil {
+		return Packed{}, err
+	}
+	// Signed: from here on the store receives the artifact.
+	if err := stage.publish(); err != nil {
+		return Packed{}, err
+	}
+	desc, err := Write(ctx, l, a)
+	if err != nil {
+		return Packed{}, err
+	}
+	sig, err := pushSignature(ctx, l, sb, desc)
 	if err != nil {
 		return Packed{}, err
 	}
 	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
+}
+
+// stager is a BlobWriter that stages blobs in a layout until publish.
+type stager struct {
+	l      *cas.Layout
+	staged []*cas.Staged
+}
+
+func (s *stager) WriteBlob(mediaType string, fill func(io.Writer) error) (ocispec.Descriptor, error) {
+	st, err := s.l.StageBlob(mediaType, fill)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	s.staged = append(s.staged, st)
+	return st.Desc, nil
+}
+
+func (s *stager) publish() error {
+	for _, st := range s.staged {
+		if err := st.Publish(); err != nil {
+			return err
+		}
+	}
+	s.staged = nil
+	return nil
+}
+
+func (s *stager) discard() {
+	for _, st := range s.staged {
+		st.Discard()
+	}
+	s.staged = nil
 }
 
 // WriteSigned writes an artifact and signs it: the one way feval records anything.

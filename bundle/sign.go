@@ -225,6 +225,11 @@ func Sign(ctx context.Context, st cas.Store, s *Signer, target ocispec.Descripto
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
+	return pushSignature(ctx, st, sb, target)
+}
+
+// pushSignature stores the signature bundle sb as a referrer of target.
+func pushSignature(ctx context.Context, st cas.Store, sb []byte, target ocispec.Descriptor) (ocispec.Descriptor, error) {
 	layer, err := PushBytes(ctx, st, MediaTypeSigstoreBundle, sb)
 	if err != nil {
 		return ocispec.Descriptor{}, err

@@ -108,6 +108,11 @@ func (v *verifier) manifest(desc ocispec.Descriptor, role string) {
 			v.problem(desc.Digest, role, err)
 		}
 	}
+	if node.ArtifactType == ArtifactTypeModelManifest {
+		if _, err := LoadModel(v.ctx, v.st, desc); err != nil && !errors.Is(err, cas.ErrDigestMismatch) {
+			v.problem(desc.Digest, role, err)
+		}
+	}
 	checks, err := CheckSignatures(v.ctx, v.st, desc, v.trusted)
 	if err != nil {
 		v.problem(desc.Digest, role, fmt.Errorf("listing signatures: %w", err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -38,6 +39,17 @@ type CopyOptions struct {
 	Subjects bool
 	// Progress receives byte counts; nil means the context's (WithProgress).
 	Progress Progress
+	// Tag, if set, names root in dst once everything else is there. A
+	// registry receives root's manifest and the tag in one request.
+	Tag string
+}
+
+// Parallel is how many blobs Copy moves at once.
+const Parallel = 4
+
+// taggedPusher is a store that can receive a manifest and its tag together.
+type taggedPusher interface {
+	PushTagged(ctx context.Context, desc ocispec.Descriptor, r io.Reader, tag string) error
 }
 
 // CopyResult lists what a copy moved.
@@ -81,29 +93,84 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	}
 	prog.Start(total)
 	defer prog.Done()
+	// Blobs are independent of each other and nothing lists them until their
+	// manifest arrives, so they all move first, Parallel at a time; manifests
+	// then follow one by one in dependency order.
+	var blobs, mans []ocispec.Descriptor
 	for _, d := range todo {
-		if b, ok := p.raw[d.Digest]; ok {
-			if err := dst.Push(ctx, d, bytesReader(b)); err != nil {
-				return res, fmt.Errorf("copying manifest %s: %w", d.Digest, err)
-			}
-			res.Manifests = append(res.Manifests, d)
-			continue
+		if _, ok := p.raw[d.Digest]; ok {
+			mans = append(mans, d)
+		} else {
+			blobs = append(blobs, d)
 		}
-		err := retry(ctx, func() error {
-			rc, err := src.Fetch(ctx, d)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			return dst.Push(ctx, d, &countReader{r: rc, p: prog})
-		})
-		if err != nil {
-			return res, fmt.Errorf("copying blob %s: %w", d.Digest, err)
-		}
-		res.Blobs++
+	}
+	if err := copyBlobs(ctx, src, dst, blobs, prog); err != nil {
+		return res, err
+	}
+	res.Blobs = len(blobs)
+	for _, d := range blobs {
 		res.Bytes += d.Size
 	}
+	for _, d := range mans {
+		var err error
+		if tp, ok := dst.(taggedPusher); ok && opts.Tag != "" && d.Digest == root.Digest {
+			err = tp.PushTagged(ctx, d, bytesReader(p.raw[d.Digest]), opts.Tag)
+		} else {
+			err = dst.Push(ctx, d, bytesReader(p.raw[d.Digest]))
+		}
+		if err != nil {
+			return res, fmt.Errorf("copying manifest %s: %w", d.Digest, err)
+		}
+		res.Manifests = append(res.Manifests, d)
+	}
+	if _, ok := dst.(taggedPusher); opts.Tag != "" && (!ok || p.raw[root.Digest] == nil) {
+		if err := dst.Tag(ctx, root, opts.Tag); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// copyBlobs moves blobs from src to dst, Parallel at a time; the first failure
+// stops the rest.
+func copyBlobs(ctx context.Context, src, dst Store, blobs []ocispec.Descriptor, prog Progress) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, Parallel)
+	errs := make(chan error, len(blobs))
+	var wg sync.WaitGroup
+	for _, d := range blobs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := retry(ctx, func() error {
+				rc, err := src.Fetch(ctx, d)
+				if err != nil {
+					return err
+				}
+				defer rc.Close()
+				return dst.Push(ctx, d, &countReader{r: rc, p: prog})
+			})
+			if err != nil {
+				errs <- fmt.Errorf("copying blob %s: %w", d.Digest, err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err, ok := <-errs; ok {
+		return err
+	}
+	return ctx.Err()
 }
 
 type planner struct {

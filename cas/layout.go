@@ -304,7 +304,7 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 		tmp.Close()
 		return err
 	}
-	if _, err := io.Copy(tmp, vr); err != nil {
+	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, ioBuffer)); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}
@@ -560,6 +560,9 @@ func (l *Layout) Close() error {
 // BlobPath returns where the layout keeps the blob d (for fsck and tests).
 func (l *Layout) BlobPath(d digest.Digest) string { return l.blobPath(d) }
 
+// ioBuffer is the buffer size for moving blobs between files and connections.
+const ioBuffer = 256 << 10
+
 // writeFileAtomic writes b to path through a temporary file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory.
 func writeFileAtomic(path string, b []byte) error {
@@ -608,35 +611,77 @@ func syncDir(dir string) error {
 // digest of what was written: one pass, no second copy. The blob is durable when
 // WriteBlob returns.
 func (l *Layout) WriteBlob(mediaType string, fill func(w io.Writer) error) (ocispec.Descriptor, error) {
-	dir := filepath.Join(l.root, blobsDir, "sha256")
-	tmp, err := createTemp(dir)
+	st, err := l.StageBlob(mediaType, fill)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	defer os.Remove(tmp.Name())
+	return st.Desc, st.Publish()
+}
+
+// Staged is a blob written and made durable under a temporary name, not yet in
+// the store: Publish gives it its name, Discard removes it. Until then no reader
+// of the store sees it; if the process dies first, the temporary file is left
+// for 'feval fsck --repair' to remove.
+type Staged struct {
+	Desc ocispec.Descriptor
+	l    *Layout
+	tmp  *os.File // held open: its lock marks the write as live
+}
+
+// StageBlob is WriteBlob up to, but not including, naming the blob.
+func (l *Layout) StageBlob(mediaType string, fill func(w io.Writer) error) (*Staged, error) {
+	dir := filepath.Join(l.root, blobsDir, "sha256")
+	tmp, err := createTemp(dir)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Staged, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
 	h := digest.SHA256.Digester()
-	cw := &countWriter{w: io.MultiWriter(tmp, h.Hash())}
+	cw := &countWriter{w: io.MultiWriter(newWritebackFile(tmp), h.Hash())}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	if err := fill(bw); err != nil {
-		tmp.Close()
-		return ocispec.Descriptor{}, err
+		return fail(err)
 	}
 	if err := bw.Flush(); err != nil {
-		tmp.Close()
-		return ocispec.Descriptor{}, err
+		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	return &Staged{Desc: ocispec.Descriptor{MediaType: mediaType, Digest: h.Digest(), Size: cw.n}, l: l, tmp: tmp}, nil
+}
+
+// Publish names the staged blob by its digest; it is durable when Publish
+// returns.
+func (s *Staged) Publish() error {
+	if s.tmp == nil {
+		return fmt.Errorf("blob %s: already published or discarded", s.Desc.Digest)
+	}
+	tmp := s.tmp
+	s.tmp = nil
+	defer os.Remove(tmp.Name()) // after a failed rename
+	if err := os.Rename(tmp.Name(), s.l.blobPath(s.Desc.Digest)); err != nil {
 		tmp.Close()
-		return ocispec.Descriptor{}, err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return ocispec.Descriptor{}, err
+		return err
 	}
-	desc := ocispec.Descriptor{MediaType: mediaType, Digest: h.Digest(), Size: cw.n}
-	if err := os.Rename(tmp.Name(), l.blobPath(desc.Digest)); err != nil {
-		return ocispec.Descriptor{}, err
+	return syncDir(filepath.Dir(tmp.Name()))
+}
+
+// Discard removes the staged blob; it is a no-op after Publish or Discard.
+func (s *Staged) Discard() {
+	if s.tmp == nil {
+		return
 	}
-	return desc, syncDir(dir)
+	s.tmp.Close()
+	os.Remove(s.tmp.Name())
+	s.tmp = nil
 }
 
 type countWriter struct {

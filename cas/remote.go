@@ -103,6 +103,10 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 			// Close pooled connections before their pending read times out.
 			IdleConnTimeout:     idle / 2,
 			MaxIdleConnsPerHost: 8,
+			// Blobs are large: move them in large writes and reads, not the
+			// 4 KiB default (a million write calls for a 4 GiB model).
+			WriteBufferSize: ioBuffer,
+			ReadBufferSize:  ioBuffer,
 		}},
 		Cache: auth.NewCache(),
 	}
@@ -412,26 +416,68 @@ func (r *Remote) Exists(ctx context.Context, desc ocispec.Descriptor) (bool, err
 	return ok, err
 }
 
-// Resolve implements Store.
+// Resolve implements Store. It reads the manifest ref names in one GET and
+// describes it by its content's own digest; the manifest is kept, so the copy
+// that usually follows does not fetch it again.
 func (r *Remote) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	var desc ocispec.Descriptor
-	err := retry(ctx, func() error {
-		var err error
-		desc, err = r.repo.Resolve(ctx, ref)
-		if err != nil {
-			return r.wrap(ref, err)
-		}
-		return nil
-	})
+	desc, _, err := r.fetchTagged(ctx, ref)
 	if err != nil {
 		return ocispec.Descriptor{}, err
+	}
+	if want, err := digest.Parse(ref); err == nil && want != desc.Digest {
+		return ocispec.Descriptor{}, fmt.Errorf("%s: the registry answered content of digest %s: %w", ref, desc.Digest, ErrDigestMismatch)
 	}
 	if err := ValidateDescriptor(desc); err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("%s resolves to a bad descriptor: %w", ref, err)
 	}
 	return desc, nil
+}
+
+// PushTagged pushes the manifest desc under tag in one request: the manifest
+// and its name arrive together. A manifest with a subject is pushed with Push
+// (it needs its referrer tag) and then tagged.
+func (r *Remote) PushTagged(ctx context.Context, desc ocispec.Descriptor, rd io.Reader, tag string) error {
+	if !ValidTag(tag) {
+		return fmt.Errorf("tag %q: %w", tag, ErrBadReference)
+	}
+	if err := ValidateDescriptor(desc); err != nil {
+		return err
+	}
+	if !IsManifest(desc.MediaType) || desc.Size > MaxManifestSize {
+		return fmt.Errorf("tagging %s: not a manifest within %d bytes: %w", desc.Digest, MaxManifestSize, ErrInvalid)
+	}
+	vr, err := verified(rd, desc)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(vr)
+	if err != nil {
+		return err
+	}
+	node, err := ParseNode(desc, b)
+	if err != nil {
+		return err
+	}
+	if node.Subject != nil {
+		if err := r.Push(ctx, desc, bytes.NewReader(b)); err != nil {
+			return err
+		}
+		return r.Tag(ctx, desc, tag)
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	err = retry(ctx, func() error {
+		if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), tag); err != nil {
+			return r.wrap(tag, err)
+		}
+		return nil
+	})
+	if err == nil {
+		r.cacheManifest(desc.Digest, b)
+	}
+	return err
 }
 
 // Tag implements Store.
@@ -546,6 +592,9 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 		keep(c, b)
 	}
 	for _, t := range tags {
+		if seenPrefix(seen, strings.TrimPrefix(t, referrerTagPrefix(subject.Digest))) {
+			continue // listed in the fallback index and already read and checked
+		}
 		d, b, err := r.fetchTagged(ctx, t)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalid) {
 			continue
@@ -564,6 +613,20 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 
 // errStopListing ends a tag listing early.
 var errStopListing = errors.New("stop listing")
+
+// seenPrefix reports whether a digest in seen has hex digits starting with
+// prefix (a referrer tag names its referrer by the first 48).
+func seenPrefix(seen map[digest.Digest]bool, prefix string) bool {
+	if len(prefix) < 48 {
+		return false
+	}
+	for d := range seen {
+		if strings.HasPrefix(d.Encoded(), prefix) {
+			return true
+		}
+	}
+	return false
+}
 
 // referrerTags lists the tags that name referrers of subject. The listing starts
 // after the fallback tag "sha256-<hex>", which sorts just before every referrer

@@ -247,6 +247,10 @@ if [ -n "${BENCH_RESULTS:-}" ]; then
 fi
 
 echo
+echo "## Model-sized artifacts: pack, push and pull of a generated model tree"
+./scripts/bench-model.sh
+
+echo
 echo "## Rollouts: scoring and audits (one core)"
 go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/rollouts/
 echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds)"

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/feval/feval/bundle"
@@ -65,6 +66,17 @@ func (o *keyOptions) Parse(c *cli.Context) { o.Path = cmp.Or(c.String("key"), de
 
 // Signer loads and decrypts the signing key.
 func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {
+	wait, err := o.SignerAsync(a)
+	if err != nil {
+		return nil, err
+	}
+	return wait()
+}
+
+// SignerAsync reads the key file and the password now and decrypts the key
+// (scrypt, a fraction of a second of CPU) in the background; the returned
+// function waits for it. Work that does not need the key can run meanwhile.
+func (o *keyOptions) SignerAsync(a *appEnv) (func() (*bundle.Signer, error), error) {
 	pemBytes, err := os.ReadFile(o.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s: run 'feval key generate' or set --key", errNoKey, o.Path)
@@ -76,14 +88,24 @@ func (o *keyOptions) Signer(a *appEnv) (*bundle.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := bundle.LoadSigner(pemBytes, pw)
-	if errors.Is(err, bundle.ErrBadPassword) {
-		return nil, fmt.Errorf("%s: %w (check FEVAL_PASSWORD)", o.Path, err)
+	type result struct {
+		s   *bundle.Signer
+		err error
 	}
-	if err != nil {
-		return nil, usagef("%s is not a usable private key, it is damaged or truncated (%v): restore it from a backup or create a new one with 'feval key generate'", o.Path, err)
-	}
-	return s, nil
+	ch := make(chan result, 1)
+	go func() {
+		s, err := bundle.LoadSigner(pemBytes, pw)
+		if errors.Is(err, bundle.ErrBadPassword) {
+			err = fmt.Errorf("%s: %w (check FEVAL_PASSWORD)", o.Path, err)
+		} else if err != nil {
+			err = usagef("%s is not a usable private key, it is damaged or truncated (%v): restore it from a backup or create a new one with 'feval key generate'", o.Path, err)
+		}
+		ch <- result{s, err}
+	}()
+	return sync.OnceValues(func() (*bundle.Signer, error) {
+		r := <-ch
+		return r.s, r.err
+	}), nil
 }
 
 func pubPath(keyPath string) string { return strings.TrimSuffix(keyPath, ".key") + ".pub" }

@@ -17,6 +17,7 @@ func packCommand(a *appEnv) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "kind", Usage: "artifact kind (task, submission, trace, ...); required"},
 		&cli.StringFlag{Name: "tag", Usage: "also name the artifact with this tag"},
+		&cli.BoolFlag{Name: "model", Usage: "store a directory as a model: one uncompressed layer per file, CNCF ModelPack media types (docs/FORMAT.md)"},
 	}
 	return &cli.Command{
 		Name:      "pack",
@@ -40,7 +41,7 @@ func packCommand(a *appEnv) *cli.Command {
 			if tag != "" && !cas.ValidTag(tag) {
 				return usagef("--tag %q: want letters, digits, '_', '.', '-'", tag)
 			}
-			res, err := runPack(c.Context, a, st, k, c.Args().First(), kind, tag, a.progress(out, "pack"))
+			res, err := runPack(c.Context, a, st, k, c.Args().First(), kind, tag, c.Bool("model"), a.progress(out, "pack"))
 			if err != nil {
 				return err
 			}
@@ -49,7 +50,7 @@ func packCommand(a *appEnv) *cli.Command {
 	}
 }
 
-func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, path, kind, tag string, prog cas.Progress) (bundle.Packed, error) {
+func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, path, kind, tag string, model bool, prog cas.Progress) (bundle.Packed, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return bundle.Packed{}, fmt.Errorf("%s does not exist: %w", path, fs.ErrNotExist)
 	}
@@ -61,11 +62,20 @@ func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, pa
 	if err != nil {
 		return bundle.Packed{}, err
 	}
-	s, err := k.Signer(a)
+	// The key is decrypted while the payload is packed; the payload is published
+	// only once the artifact is signed.
+	signer, err := k.SignerAsync(a)
 	if err != nil {
 		return bundle.Packed{}, err
 	}
-	res, err := bundle.PackPath(ctx, l, s, path, bundle.PackOptions{Kind: kind, Created: ts, Progress: prog})
+	pack := bundle.PackPathSigner
+	if model {
+		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+			return bundle.Packed{}, usagef("--model packs a directory; %s is a file", path)
+		}
+		pack = bundle.PackModel
+	}
+	res, err := pack(ctx, l, signer, path, bundle.PackOptions{Kind: kind, Created: ts, Progress: prog})
 	if err != nil {
 		return res, err
 	}

@@ -45,14 +45,9 @@ func pushCommand(a *appEnv) *cli.Command {
 			if _, err := digest.Parse(tag); err == nil {
 				return usagef("REF %s names a digest: give a repository, optionally with a tag", c.Args().Get(1))
 			}
-			res, err := cas.Copy(c.Context, l, r, desc, cas.CopyOptions{Referrers: true, Subjects: true, Progress: a.progress(out, "push")})
+			res, err := cas.Copy(c.Context, l, r, desc, cas.CopyOptions{Referrers: true, Subjects: true, Tag: tag, Progress: a.progress(out, "push")})
 			if err != nil {
 				return fmt.Errorf("pushing %s to %s: %w", desc.Digest, r.Name(), err)
-			}
-			if tag != "" {
-				if err := r.Tag(c.Context, desc, tag); err != nil {
-					return err
-				}
 			}
 			tr := transferResult{desc.Digest, c.Args().Get(1), len(res.Manifests), res.Blobs, res.Bytes}
 			return a.render(out, tr, func(w *tabw) {

@@ -48,6 +48,9 @@ func unpackCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if model, err := unpackModel(c.Context, a, s, desc, c.Args().Get(1), out); model || err != nil {
+				return err
+			}
 			art, err := bundle.Load(c.Context, s, desc)
 			if err != nil {
 				return err

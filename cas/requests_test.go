@@ -1,0 +1,141 @@
+package cas_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/internal/testenv"
+)
+
+// recorder is a reverse proxy in front of the test registry that logs every
+// request and the most blob downloads it saw in flight at once. Blob GETs are
+// held for a moment so that overlapping downloads show.
+type recorder struct {
+	mu       sync.Mutex
+	log      []string
+	inFlight int
+	maxBlobs int
+}
+
+func startRecorder(t *testing.T, reg *testenv.Registry) (*recorder, string) {
+	t.Helper()
+	target, err := url.Parse("http://" + reg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		blob := r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/")
+		rec.mu.Lock()
+		rec.log = append(rec.log, r.Method+" "+r.URL.Path)
+		if blob {
+			rec.inFlight++
+			rec.maxBlobs = max(rec.maxBlobs, rec.inFlight)
+		}
+		rec.mu.Unlock()
+		if blob {
+			time.Sleep(100 * time.Millisecond)
+		}
+		proxy.ServeHTTP(w, r)
+		if blob {
+			rec.mu.Lock()
+			rec.inFlight--
+			rec.mu.Unlock()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return rec, strings.TrimPrefix(srv.URL, "http://")
+}
+
+// take returns the requests logged since the last call whose path contains sub.
+func (r *recorder) take(sub string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, l := range r.log {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	r.log = nil
+	return out
+}
+
+// TestPushTagsWithManifestAndPullResolvesInOneGet checks the requests of a
+// tagged push and a pull: the root manifest arrives under its tag in one PUT
+// (no PUT by digest, no read of the tag), a tag resolves with one GET whose
+// manifest the copy then reuses, and blobs download concurrently.
+func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	rec, addr := startRecorder(t, reg)
+	src, root := signedGraph(t)
+	ctx := context.Background()
+	if _, err := cas.Copy(ctx, src, openVia(t, addr, "req/a", cas.RemoteOptions{}), root, cas.CopyOptions{Referrers: true, Tag: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take("/manifests/v1"); len(got) != 1 || got[0] != "PUT /v2/req/a/manifests/v1" {
+		t.Fatalf("requests for the tag during push = %q, want one PUT", got)
+	}
+	r := openVia(t, addr, "req/a", cas.RemoteOptions{})
+	desc, err := r.Resolve(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest != root.Digest || desc.Size != root.Size {
+		t.Fatalf("v1 resolved to %s (%d bytes), want %s (%d)", desc.Digest, desc.Size, root.Digest, root.Size)
+	}
+	if got := rec.take("/v2/req/a/"); len(got) != 1 || got[0] != "GET /v2/req/a/manifests/v1" {
+		t.Fatalf("requests to resolve v1 = %q, want one GET", got)
+	}
+	dst, err := cas.Init(filepath.Join(t.TempDir(), "dst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cas.Copy(ctx, r, dst, desc, cas.CopyOptions{Referrers: true}); err != nil {
+		t.Fatal(err)
+	}
+	mans := rec.take("/manifests/")
+	t.Logf("manifest requests of the pull: %q", mans)
+	for _, m := range mans {
+		if strings.HasSuffix(m, root.Digest.String()) {
+			t.Fatalf("the pull fetched the resolved manifest again: %q", mans)
+		}
+	}
+	// The fallback index of the root and of each of its two referrers, and
+	// each referrer once (not once by the index and again by its tag).
+	if len(mans) != 5 {
+		t.Fatalf("the pull made %d manifest requests, want 5: %q", len(mans), mans)
+	}
+	if rec.maxBlobs < 2 {
+		t.Fatalf("at most %d blob downloads were in flight at once, want concurrent downloads", rec.maxBlobs)
+	}
+	if rep, err := cas.Fsck(ctx, dst, nil); err != nil || len(rep.Findings) > 0 {
+		t.Fatalf("pulled store: %v %v", rep.Findings, err)
+	}
+}
+
+// TestResolveByDigest: resolving a digest reads that manifest and names it by
+// its content's digest.
+func TestResolveByDigest(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	src, root := signedGraph(t)
+	ctx := context.Background()
+	r := openRemote(t, reg.Addr, "req/b")
+	if _, err := cas.Copy(ctx, src, r, root, cas.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := openRemote(t, reg.Addr, "req/b").Resolve(ctx, root.Digest.String())
+	if err != nil || desc.Digest != root.Digest {
+		t.Fatalf("resolve by digest = %v, %v", desc.Digest, err)
+	}
+}
