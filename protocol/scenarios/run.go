@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/feval/feval/meter"
@@ -134,7 +135,7 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 	defer os.RemoveAll(out)
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{Python, "-I", "-B", path.Join(verifierMount, path.Base(VerifierFile))},
-		Env:  env,
+		Env:  append(slices.Clip(env), fmt.Sprintf("FEVAL_VERIFIER_WALL_MILLIS=%d", spec.Verifier.WallMillis)),
 		Inputs: []sandbox.Mount{
 			{Source: filepath.Join(taskDir, filepath.FromSlash(VerifierFile)), Target: verifierMount + "/" + path.Base(VerifierFile)},
 			{Source: ws, Target: workspaceMount},

@@ -87,13 +87,15 @@ func (f faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestFailuresStayInTheirScenario: an upstream that runs out of credits in one
-// scenario, a verifier that times out in another and one that crashes in a
-// third make those scenarios infra_error (never a score of 0) and the verdict infra_error, while the
-// other scenarios are scored; a pack routed to a model off the allowlist
+// scenario makes it infra_error (never a score of 0) and the verdict
+// infra_error, while the other scenarios are scored, among them a workspace
+// whose module hangs on import and one whose module exits on import: workspace
+// code runs only in the verifier's child processes, so both fail their tests
+// (0 passed) instead of failing the verifier; a pack routed to a model off the allowlist
 // scores 0 without being an infrastructure failure; a replay whose policy
 // sends other requests names the scenario, the request and the field.
 func TestFailuresStayInTheirScenario(t *testing.T) {
-	w := newWorld(t, scenariotask.Config{Scenarios: []string{"05-config-repair", "09-temperature", "13-date-month", "19-semver"}, VerifierWallMillis: 3000})
+	w := newWorld(t, scenariotask.Config{Scenarios: []string{"05-config-repair", "09-temperature", "13-date-month", "19-semver"}, VerifierWallMillis: 6000})
 	w.up.AddScript("13-date-month", upstream.Script{Steps: []upstream.Step{
 		{Tool: "write_file", Arguments: `{"content":"import time\ntime.sleep(600)\n","path":"dates.py"}`},
 		{Tool: "finish", Arguments: `{"summary":"done"}`}}})
@@ -113,7 +115,7 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 		t.Fatalf("verdict %s score %q, want infra_error without a score", v.Status, v.Score)
 	}
 	want := map[string]string{"05-config-repair": scenarios.ScenarioInfraError, "09-temperature": scenarios.ScenarioScored,
-		"13-date-month": scenarios.ScenarioInfraError, "19-semver": scenarios.ScenarioInfraError}
+		"13-date-month": scenarios.ScenarioScored, "19-semver": scenarios.ScenarioScored}
 	for _, s := range v.Scenarios {
 		if s.Status != want[s.Name] {
 			t.Errorf("%s: %s (%s), want %s", s.Name, s.Status, s.Detail, want[s.Name])
@@ -122,11 +124,10 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	if s := v.Scenarios[1]; s.Passed != s.Total || s.Total != 3 {
 		t.Errorf("09-temperature: %d/%d, want 3/3", s.Passed, s.Total)
 	}
-	if d := v.Scenarios[2].Detail; d != "the verifier timed out" {
-		t.Errorf("13-date-month detail %q", d)
-	}
-	if d := v.Scenarios[3].Detail; !strings.HasPrefix(d, "the verifier crashed") {
-		t.Errorf("19-semver detail %q", d)
+	for _, s := range v.Scenarios[2:] {
+		if s.Passed != 0 || s.Total == 0 {
+			t.Errorf("%s: %d/%d, want 0 passed", s.Name, s.Passed, s.Total)
+		}
 	}
 
 	// A pack whose model is not allowlisted is rejected by the gate before

@@ -1,22 +1,197 @@
-"""feval scenario verifier (docs/PROTOCOL.md): runs the hidden tests in
+"""feval scenario verifier (docs/PROTOCOL.md §6c): runs the hidden tests in
 /in/tests against the read-only final workspace /in/workspace with Debian's
 pytest and writes a JUnit XML report to /out/junit.xml.
 
-Plugin autoloading is off, pytest is imported before the workspace joins the
-module path, and the workspace is appended (never prepended), so no
-workspace file can stand in for pytest or the standard library.
-"""
-import os
-import sys
+The pytest process never runs workspace code. The workspace is not on its
+module path; the hidden tests reach the workspace only through the `ws`
+fixture this program provides, which runs workspace code in a child process
+(/usr/bin/python3 with the workspace first on its module path, cwd the
+workspace) and reads its answer as JSON from a private descriptor, bounded
+in size and time. A child that crashes, hangs or answers nonsense fails the
+test that asked it, and nothing else.
 
-# Only pytest itself: no plugin the validator's machine happens to have
-# installed takes part in the result.
+Plugin autoloading is off, so no plugin the validator's machine happens to
+have installed takes part in the result.
+"""
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
 os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 import pytest  # noqa: E402
 
-sys.path.append("/in/workspace")
-os.environ["WORKSPACE"] = "/in/workspace"
-os.chdir("/in/workspace" if os.path.isdir("/in/workspace") else "/tmp")
-code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/in/tests", "-o", "junit_family=xunit2", "--junitxml=/out/junit.xml", "/in/tests"])
-sys.exit(0 if code in (0, 1, 2, 5) else int(code))
+WORKSPACE = "/in/workspace"
+PYTHON = "/usr/bin/python3"
+CALL_SECONDS = 10  # one child's wall and CPU time
+# Children may run until three quarters of the verifier's wall time
+# (FEVAL_VERIFIER_WALL_MILLIS, from the task) have passed since this program
+# started, so workspace code that hangs fails its tests and leaves pytest the
+# time to write its report.
+BUDGET_SECONDS = int(os.environ.get("FEVAL_VERIFIER_WALL_MILLIS", "60000")) * 3 / 4000
+DEADLINE = time.monotonic() + BUDGET_SECONDS
+MAX_ANSWER = 1 << 20  # bytes read from a child's stdout (and stderr)
+MAX_FILE = 8 << 20  # largest file a child may write
+
+# The child: its own stdout (fd 1) becomes stderr, so whatever workspace code
+# prints cannot mix with the answer, which goes to a duplicate of the
+# original stdout as one JSON object: {"value": V} or {"raised": [class
+# names of the exception's MRO], "message": M}.
+CHILD = r'''
+import importlib, json, os, sys
+answer = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+request = json.loads(sys.stdin.read())
+sys.stdin = open(os.devnull)
+sys.path.insert(0, os.getcwd())
+def reply(obj):
+    try:
+        text = json.dumps(obj)
+    except (TypeError, ValueError) as e:
+        text = json.dumps({"unencodable": type(e).__name__})
+    answer.write(text)
+    answer.flush()
+    os._exit(0)
+try:
+    if request["kind"] == "call":
+        target = importlib.import_module(request["module"])
+        for part in request["name"].split("."):
+            target = getattr(target, part)
+        value = target(*request["args"], **request["kwargs"])
+    else:
+        scope = {"__name__": "__feval_check__"}
+        exec(request["source"], scope)
+        value = scope.get("result")
+except BaseException as e:
+    try:
+        message = str(e)[:2000]
+    except BaseException:
+        message = ""
+    reply({"raised": [c.__name__ for c in type(e).__mro__], "message": message})
+reply({"value": value})
+'''
+
+
+class WorkspaceFailure(AssertionError):
+    """The workspace child crashed, hung, or answered what is not an answer."""
+
+
+class WorkspaceRaised(Exception):
+    """Workspace code raised: types are the class names of its MRO."""
+
+    def __init__(self, types, message):
+        super().__init__("workspace code raised %s: %s" % (types[0] if types else "?", message))
+        self.types = types
+        self.message = message
+
+
+def _limits():
+    """Lowers the child's limits (never above the verifier's own)."""
+    for which, value in ((resource.RLIMIT_FSIZE, MAX_FILE), (resource.RLIMIT_CPU, CALL_SECONDS),
+                         (resource.RLIMIT_CORE, 0)):
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _child(args, stdin):
+    """Runs args in the workspace; returns (exit code, stdout, stderr) bytes,
+    each cut at MAX_ANSWER + 1 bytes. The child's whole process group is
+    killed when it returns or times out."""
+    timeout = min(CALL_SECONDS, DEADLINE - time.monotonic())
+    if timeout <= 0:
+        raise WorkspaceFailure("the workspace children used up the verifier's %g s" % BUDGET_SECONDS)
+    env = dict(os.environ)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(args, cwd=WORKSPACE, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                             start_new_session=True, preexec_fn=_limits, close_fds=True)
+        timed_out = False
+        try:
+            p.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except OSError:
+            pass  # the child closed its stdin early
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p.wait()
+        if timed_out:
+            raise WorkspaceFailure("workspace child exceeded %g s: %r" % (timeout, args))
+        out.seek(0)
+        err.seek(0)
+        return p.returncode, out.read(MAX_ANSWER + 1), err.read(MAX_ANSWER + 1)
+
+
+class Workspace:
+    """What the hidden tests see of the final workspace (fixture `ws`)."""
+
+    Raised = WorkspaceRaised
+
+    def _ask(self, request):
+        code, out, err = _child([PYTHON, "-I", "-B", "-c", CHILD], json.dumps(request).encode())
+        tail = err[-2000:].decode("utf-8", "replace")
+        if len(out) > MAX_ANSWER:
+            raise WorkspaceFailure("workspace child answered more than %d bytes" % MAX_ANSWER)
+        try:
+            answer = json.loads(out.decode("utf-8"))
+        except ValueError:
+            raise WorkspaceFailure("workspace child exited %d without an answer; stderr: %s" % (code, tail)) from None
+        if not isinstance(answer, dict):
+            raise WorkspaceFailure("workspace child answered %r" % (answer,))
+        if "value" in answer:
+            return answer["value"]
+        raised = answer.get("raised")
+        if isinstance(raised, list) and all(isinstance(t, str) for t in raised):
+            raise WorkspaceRaised(raised, str(answer.get("message", "")))
+        raise WorkspaceFailure("workspace child answered %r" % (answer,))
+
+    def call(self, module, name, *args, **kwargs):
+        """module.name(*args, **kwargs) in a child; arguments and result are
+        JSON (tuples arrive as lists). Raises WorkspaceRaised when it raised."""
+        return self._ask({"kind": "call", "module": module, "name": name, "args": list(args), "kwargs": kwargs})
+
+    def eval(self, source):
+        """Executes source (the test's own code, which may import workspace
+        modules) in a child and returns its variable `result` as JSON."""
+        return self._ask({"kind": "eval", "source": source})
+
+    def raises(self, exc, module, name, *args, **kwargs):
+        """Whether module.name(*args, **kwargs) raised an exception with a
+        class named exc in its MRO (pytest.raises by name)."""
+        try:
+            self.call(module, name, *args, **kwargs)
+        except WorkspaceRaised as e:
+            return exc in e.types
+        return False
+
+    def run(self, *args, stdin=None):
+        """python3 -B *args in the workspace: (exit code, stdout, stderr) as
+        text, each at most MAX_ANSWER bytes."""
+        code, out, err = _child([PYTHON, "-B", *args], None if stdin is None else stdin.encode())
+        if len(out) > MAX_ANSWER or len(err) > MAX_ANSWER:
+            raise WorkspaceFailure("workspace program wrote more than %d bytes" % MAX_ANSWER)
+        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+class Fixtures:
+    @pytest.fixture
+    def ws(self):
+        return Workspace()
+
+
+if __name__ == "__main__":
+    os.environ["WORKSPACE"] = WORKSPACE
+    os.chdir("/tmp")
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/in/tests", "-o", "junit_family=xunit2",
+                        "--junitxml=/out/junit.xml", "/in/tests"], plugins=[Fixtures()])
+    sys.exit(0 if code in (0, 1, 2, 5) else int(code))
