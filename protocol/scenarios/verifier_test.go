@@ -3,6 +3,7 @@ package scenarios_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,5 +142,33 @@ func TestHostileWorkspace(t *testing.T) {
 			json.NewEncoder(&b).Encode(r)
 			t.Errorf("%s: report %s, want %d of 4 passed", name, b.String(), want)
 		}
+	}
+}
+
+// TestVerifierFailuresAreInfraError: when the verifier itself fails (it
+// crashes, runs past its wall time, or writes no report), the result is an
+// *InfraError, which makes the scenario infra_error, never a score. The task's
+// verifier program is replaced in a copy of the task to make it fail; the
+// workspace is the scenario's own, untouched.
+func TestVerifierFailuresAreInfraError(t *testing.T) {
+	dir, spec := verifierTask(t)
+	sc := spec.Scenarios[0]
+	ws := filepath.Join(dir, scenarios.ScenarioDir, sc.Name, "workspace")
+	spec.Verifier.WallMillis = 1500
+	for _, c := range []struct{ name, program, want string }{
+		{"crash", "import sys\nsys.exit(3)\n", "crashed"},
+		{"timeout", "import time\ntime.sleep(60)\n", "timed out"},
+		{"no report", "print('nothing')\n", "no report"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(scenarios.VerifierFile)), []byte(c.program), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := scenarios.RunVerifier(context.Background(), spec, dir, sc, ws)
+			var ie *scenarios.InfraError
+			if !errors.As(err, &ie) || !strings.Contains(ie.Detail, c.want) {
+				t.Fatalf("verifier that fails (%s): %v, want an InfraError saying %q", c.name, err, c.want)
+			}
+		})
 	}
 }
