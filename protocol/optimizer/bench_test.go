@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/feval/feval/sandbox"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,7 @@ func BenchmarkTraining(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	subDir, err := optimizer.Materialize(os.DirFS(fixtures("ref-tuned")))
+	subDir, err := sandbox.Materialize(os.DirFS(fixtures("ref-tuned")))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package optimizer_test
 
 import (
+	"github.com/feval/feval/sandbox"
 	"os"
 	"path/filepath"
 	"strings"
@@ -298,7 +299,7 @@ func TestReplayRetrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	taskDir, err := optimizer.Materialize(taskFS)
+	taskDir, err := sandbox.Materialize(taskFS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestHeldOutTwoProcesses(t *testing.T) {
 	}
 	taskFS, _ := protocol.LoadTaskFS(w.ctx, w.validator, w.task.Digest)
 	spec, _ := optimizer.LoadTask(taskFS)
-	taskDir, err := optimizer.Materialize(taskFS)
+	taskDir, err := sandbox.Materialize(taskFS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,40 +295,6 @@ func (m Machine) Evaluate(ctx context.Context, spec Spec, taskDir string, checkp
 	return h, nil
 }
 
-// Materialize writes a file tree to a fresh directory that the sandbox user
-// can read (directories 0755, files 0644) and returns it; remove it when done.
-func Materialize(fsys fs.FS) (string, error) {
-	dir, err := os.MkdirTemp("", "feval-tree-")
-	if err != nil {
-		return "", err
-	}
-	err = os.Chmod(dir, 0o755)
-	if err == nil {
-		err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == "." {
-				return err
-			}
-			dst := filepath.Join(dir, filepath.FromSlash(p))
-			if d.IsDir() {
-				return os.Mkdir(dst, 0o755)
-			}
-			if !d.Type().IsRegular() {
-				return fmt.Errorf("%s is not a regular file", p)
-			}
-			b, err := fs.ReadFile(fsys, p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(dst, b, 0o644)
-		})
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	return dir, nil
-}
-
 // infraDetail names a sandbox failure without host paths or other details of
 // the validator's machine, which must not reach a verdict.
 func infraDetail(err error) string {

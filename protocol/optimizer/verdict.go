@@ -3,6 +3,7 @@ package optimizer
 import (
 	"context"
 	"fmt"
+	"github.com/feval/feval/sandbox"
 	"io/fs"
 	"os"
 
@@ -152,11 +153,11 @@ func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace
 	if w.spec, err = LoadTask(taskFS); err != nil {
 		return nil, err
 	}
-	if w.taskDir, err = Materialize(taskFS); err != nil {
+	if w.taskDir, err = sandbox.Materialize(taskFS); err != nil {
 		return nil, err
 	}
 	if withSubmission {
-		if w.trainDir, err = Materialize(without(taskFS, w.spec.Data.HeldOut, w.spec.Entry.HeldOut)); err != nil {
+		if w.trainDir, err = sandbox.Materialize(without(taskFS, w.spec.Data.HeldOut, w.spec.Entry.HeldOut)); err != nil {
 			w.close()
 			return nil, err
 		}
@@ -175,7 +176,7 @@ func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace
 			w.close()
 			return nil, fmt.Errorf("submission %s has no %s", c.Refs.Submission.Digest, gate.OptimizerFile)
 		}
-		if w.subDir, err = Materialize(sub); err != nil {
+		if w.subDir, err = sandbox.Materialize(sub); err != nil {
 			w.close()
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/feval/feval/sandbox"
 	"io"
 	"io/fs"
 	"net/http"
@@ -38,7 +39,7 @@ var ErrPolicyForm = errors.New("the pack's policy form cannot run here")
 // pack is written to a directory the sandbox user can read and gated again
 // against the task's allowlist.
 func SidecarPolicy(ctx context.Context, pack fs.FS, models []string) (Policy, error) {
-	dir, err := materialize(pack)
+	dir, err := sandbox.Materialize(pack)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feval/feval/sandbox"
 	"io/fs"
 	"math/big"
 	"net/http"
@@ -201,7 +202,7 @@ func open(ctx context.Context, c Case, withPack bool, hidden digest.Digest) (*ev
 		}
 		e.pack = bundle.TreeFS(files)
 	}
-	if e.taskDir, err = materialize(taskFS); err != nil {
+	if e.taskDir, err = sandbox.Materialize(taskFS); err != nil {
 		return nil, err
 	}
 	if err := e.addHidden(ctx, c.Store, hidden); err != nil {
@@ -463,40 +464,6 @@ func settle(v *Verdict, spec Spec, outs []outcome, receipts []meter.Receipt) {
 		return
 	}
 	v.Status, v.Score = protocol.VerdictPassed, scoring.RatioOf(score).String()
-}
-
-// materialize writes a file tree to a fresh directory that the sandbox user
-// can read and returns it; remove it when done.
-func materialize(fsys fs.FS) (string, error) {
-	dir, err := os.MkdirTemp("", "feval-task-")
-	if err != nil {
-		return "", err
-	}
-	err = os.Chmod(dir, 0o755)
-	if err == nil {
-		err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == "." {
-				return err
-			}
-			dst := filepath.Join(dir, filepath.FromSlash(p))
-			if d.IsDir() {
-				return os.Mkdir(dst, 0o755)
-			}
-			if !d.Type().IsRegular() {
-				return fmt.Errorf("%s is not a regular file", p)
-			}
-			b, err := fs.ReadFile(fsys, p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(dst, b, 0o644)
-		})
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	return dir, nil
 }
 
 // sortedNames is a helper for deterministic iteration.
