@@ -11,49 +11,17 @@
 # validators' signed verdicts picks the seat, which takes the whole weight; an
 # auditor in a fresh store replays a verdict (meter in replay mode, no model
 # called): identical, and again re-running only the verifiers.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$PWD/bin"
-WORK=$(mktemp -d)
-REG_PID=""
-UP_PID=""
-cleanup() {
-  local rc=$?
-  for p in $REG_PID $UP_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-
-step() { printf '\n== %s\n' "$*"; }
-show() { printf '$ feval %s\n' "$*" >&2; "$BIN/feval" "$@"; }
-as() { # as ROLE: use ROLE's store and key
-  export FEVAL_STORE="$WORK/$1/store" FEVAL_KEY="$WORK/$1/key.key"
-  printf -- '-- as %s\n' "$1"
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-export FEVAL_PASSWORD="demo-password"
+source "$(dirname "$0")/demo-lib.sh"
 
 step "start a throw-away OCI registry and the fixture model upstream on 127.0.0.1"
-PORT=$(free_port)
-cat > "$WORK/registry.yml" <<YML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $WORK/registry}, delete: {enabled: true}}
-http: {addr: 127.0.0.1:$PORT}
-YML
-OTEL_TRACES_EXPORTER=none "$BIN/registry" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-REG_PID=$!
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
-REPO="127.0.0.1:$PORT/competition/scenarios"
-echo "registry repository: $REPO"
+start_registry competition/scenarios
 
 SCENARIOS="01-parse-range 03-failing-suite 08-roman 16-normpath"
 "$BIN/genscentask" "$WORK/task" "$WORK/hidden" "$WORK/scripts.json" $SCENARIOS
 UPORT=$(free_port)
 "$BIN/fixture-upstream" -listen "127.0.0.1:$UPORT" -scripts "$WORK/scripts.json" >"$WORK/upstream.log" 2>&1 &
-UP_PID=$!
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$UPORT/v1/models" >/dev/null 2>&1 && break; sleep 0.1; done
+PIDS+=($!)
+wait_http "http://127.0.0.1:$UPORT/v1/models"
 export FEVAL_METER_UPSTREAM="http://127.0.0.1:$UPORT/v1"
 echo "fixture upstream (eight deterministic stand-in models): $FEVAL_METER_UPSTREAM"
 echo "scenarios: $SCENARIOS"

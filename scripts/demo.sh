@@ -8,40 +8,10 @@
 # Everyone's store is an embedded local store; a throw-away registry on
 # 127.0.0.1 stands in for the shared registry. The validator's clock is given
 # explicitly (--now) so the commit and reveal windows pass in seconds.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN="$PWD/bin"
-WORK=$(mktemp -d)
-REG_PID=""
-cleanup() {
-  local rc=$?
-  if [ -n "$REG_PID" ]; then kill "$REG_PID" 2>/dev/null || true; wait "$REG_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-
-step() { printf '\n== %s\n' "$*"; }
-show() { printf '$ feval %s\n' "$*" >&2; "$BIN/feval" "$@"; }
-as() { # as ROLE: use ROLE's store and key
-  export FEVAL_STORE="$WORK/$1/store" FEVAL_KEY="$WORK/$1/key.key"
-  printf -- '-- as %s\n' "$1"
-}
-export FEVAL_PASSWORD="demo-password"
+source "$(dirname "$0")/demo-lib.sh"
 
 step "start a throw-away OCI registry on 127.0.0.1"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$WORK/registry.yml" <<YML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $WORK/registry}, delete: {enabled: true}}
-http: {addr: 127.0.0.1:$PORT}
-YML
-OTEL_TRACES_EXPORTER=none "$BIN/registry" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-REG_PID=$!
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
-REPO="127.0.0.1:$PORT/competition/rollouts"
-echo "registry repository: $REPO"
+start_registry competition/rollouts
 
 step "generate the reference task (5,000 math + 5,000 instruction-following) and the miners' rows"
 "$BIN/genrollouts" -out "$WORK/fixtures"
