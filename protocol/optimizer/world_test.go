@@ -2,15 +2,11 @@ package optimizer_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"fmt"
+	"github.com/feval/feval/internal/roundtest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -41,23 +37,9 @@ func needTorch(t *testing.T) {
 	}
 }
 
-func newSigner(t *testing.T) *bundle.Signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSigner(t testing.TB) *bundle.Signer { return roundtest.NewSigner(t) }
 
-func at(s string) protocol.Observation {
-	ts, _ := time.Parse(time.RFC3339, s)
-	return protocol.Observation{Now: ts}
-}
+func at(s string) protocol.Observation { return roundtest.At(s) }
 
 // world is one optimizer round: a task, a round, and a validator's store that
 // miners' commitments and reveals are copied into.
@@ -68,7 +50,6 @@ type world struct {
 	key       *bundle.Signer
 	task      ocispec.Descriptor
 	round     ocispec.Descriptor
-	n         int
 }
 
 // newWorld creates the reference task (edited by edit, when not nil) and a round.
@@ -102,46 +83,10 @@ func newWorld(t *testing.T, edit func(dir string)) *world {
 	return w
 }
 
-// submit commits and reveals the submission in dir from a fresh miner and
-// returns the reveal. Like 'feval commit --skip-gate-check' it does not run
-// the gate, so gate evasions reach the validator.
+// submit commits and reveals the submission in dir from a fresh miner (roundtest.Submit).
 func (w *world) submit(dir string) ocispec.Descriptor {
-	t := w.t
-	t.Helper()
-	w.n++
-	miner, err := cas.Init(filepath.Join(t.TempDir(), fmt.Sprintf("miner-%d", w.n)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := newSigner(t)
-	if _, err := cas.Copy(w.ctx, w.validator, miner, w.round, cas.CopyOptions{Subjects: true}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := protocol.Commit(w.ctx, miner, key, w.round, dir, "", rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cas.Copy(w.ctx, miner, w.validator, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := protocol.Collect(w.ctx, w.validator, w.validator, w.round, at("2026-11-30T10:00:00Z")); err != nil {
-		t.Fatal(err)
-	}
-	sec, err := protocol.LoadSecret(miner, c.Commitment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv, err := protocol.RevealCommitment(w.ctx, miner, key, sec, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, _ := miner.Resolve(w.ctx, rv.Submission.String())
-	for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
-		if _, err := cas.Copy(w.ctx, miner, w.validator, d, cas.CopyOptions{Referrers: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return rv.Reveal
+	w.t.Helper()
+	return roundtest.Submit(w.t, w.ctx, w.validator, w.round, dir, at("2026-11-30T10:00:00Z"))
 }
 
 // evaluate evaluates a reveal with the given options and returns the verdict

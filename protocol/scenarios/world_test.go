@@ -2,14 +2,11 @@ package scenarios_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"fmt"
+	"github.com/feval/feval/internal/roundtest"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -34,23 +31,9 @@ func needPytest(t testing.TB) {
 	}
 }
 
-func newSigner(t testing.TB) *bundle.Signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSigner(t testing.TB) *bundle.Signer { return roundtest.NewSigner(t) }
 
-func at(s string) protocol.Observation {
-	ts, _ := time.Parse(time.RFC3339, s)
-	return protocol.Observation{Now: ts}
-}
+func at(s string) protocol.Observation { return roundtest.At(s) }
 
 // world is one scenarios round: the fixture upstream with the reference
 // scripts, a task of the given scenarios, a round, and a validator's store.
@@ -64,7 +47,6 @@ type world struct {
 	task      ocispec.Descriptor
 	round     ocispec.Descriptor
 	hidden    ocispec.Descriptor
-	n         int
 }
 
 func newWorld(t testing.TB, cfg scenariotask.Config) *world {
@@ -126,42 +108,8 @@ func pack(t testing.TB, model string) string {
 
 // submit commits and reveals the pack in dir from a fresh miner.
 func (w *world) submit(dir string) ocispec.Descriptor {
-	t := w.t
-	t.Helper()
-	w.n++
-	miner, err := cas.Init(filepath.Join(t.TempDir(), fmt.Sprintf("miner-%d", w.n)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := newSigner(t)
-	if _, err := cas.Copy(w.ctx, w.validator, miner, w.round, cas.CopyOptions{Subjects: true}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := protocol.Commit(w.ctx, miner, key, w.round, dir, "", rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cas.Copy(w.ctx, miner, w.validator, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := protocol.Collect(w.ctx, w.validator, w.validator, w.round, at("2026-11-30T10:00:00Z")); err != nil {
-		t.Fatal(err)
-	}
-	sec, err := protocol.LoadSecret(miner, c.Commitment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv, err := protocol.RevealCommitment(w.ctx, miner, key, sec, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, _ := miner.Resolve(w.ctx, rv.Submission.String())
-	for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
-		if _, err := cas.Copy(w.ctx, miner, w.validator, d, cas.CopyOptions{Referrers: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return rv.Reveal
+	w.t.Helper()
+	return roundtest.Submit(w.t, w.ctx, w.validator, w.round, dir, at("2026-11-30T10:00:00Z"))
 }
 
 func (w *world) options() evaluate.Options {
