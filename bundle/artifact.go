@@ -413,9 +413,9 @@ func OpenPayload(ctx context.Context, s cas.Store, layer ocispec.Descriptor) (io
 	}
 	var r io.Reader = rc
 	closeFn := rc.Close
-	switch layer.MediaType {
-	case MediaTypeFile:
-	case MediaTypeTree:
+	switch {
+	case IsRaw(layer.MediaType):
+	case layer.MediaType == MediaTypeTree:
 		zr, err := getZstdReader(rc)
 		if err != nil {
 			rc.Close()

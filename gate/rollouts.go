@@ -166,6 +166,9 @@ func Rollouts(fsys fs.FS, taskIDs []string, limits RolloutLimits) ([]Violation, 
 		vs = append(vs, Violation{Rule: RuleMissingFile, Path: rowsPath, Detail: "the rows file named by submission.json is missing"})
 		return normalize(vs), nil
 	}
+	if ix, ok := fsys.(RowsIndexed); ok && sub.Claims == "" {
+		return normalize(append(vs, checkRowsIndex(fsys, ix, data, rowsPath, taskIDs, limits)...)), nil
+	}
 	if claimsPath != "" {
 		more, err := checkClaims(fsys, t, rowsPath, claimsPath, taskIDs, limits)
 		if err != nil {

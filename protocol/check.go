@@ -273,7 +273,7 @@ func checkReveal(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descrip
 		reject(e, ReasonCommitmentMismatch, "salt and submission %s do not hash to %s", rv.Submission, rv.Commitment)
 		return false
 	}
-	files, subReason, subDetail := loadSubmission(ctx, st, rv.Submission, key, e)
+	subFS, subReason, subDetail := loadSubmission(ctx, st, rv.Submission, key, e)
 	if within(*e.RevealSeen, r.CommitUntil) {
 		reject(e, ReasonRevealEarly, "first seen %s, before commits closed %s", seenString(*e.RevealSeen), r.CommitUntil)
 		return true
@@ -294,7 +294,7 @@ func checkReveal(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descrip
 		reject(e, ReasonMalformed, "task: %v", err)
 		return true
 	}
-	vs, err := gateFn(ctx, protocol, task, bundle.TreeFS(files))
+	vs, err := gateFn(ctx, protocol, task, subFS)
 	if err != nil {
 		reject(e, ReasonGateFailed, "gate could not run: %v", err)
 		return true
@@ -308,7 +308,7 @@ func checkReveal(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descrip
 
 // loadSubmission reads a revealed submission signed by key and records its
 // content digest in e. On failure it returns the rejection reason and detail.
-func loadSubmission(ctx context.Context, st cas.Store, sub digest.Digest, key *bundle.PublicKey, e *Entry) ([]bundle.File, string, string) {
+func loadSubmission(ctx context.Context, st cas.Store, sub digest.Digest, key *bundle.PublicKey, e *Entry) (fs.FS, string, string) {
 	sd, err := st.Resolve(ctx, sub.String())
 	if err != nil {
 		return nil, ReasonSubmissionMissing, err.Error()
@@ -324,18 +324,18 @@ func loadSubmission(ctx context.Context, st cas.Store, sub digest.Digest, key *b
 	if !signedBy(ctx, st, sd, key) {
 		return nil, ReasonKeyMismatch, "submission is not signed by the committing key"
 	}
-	files, err := bundle.LoadTree(ctx, st, subArt, bundle.DefaultLimits)
+	fsys, err := LoadSubmissionFS(ctx, st, subArt)
 	if err != nil {
 		return nil, ReasonMalformed, "submission content: " + err.Error()
 	}
-	// LoadTree verified the payload against its content digest; the record's
+	// LoadSubmissionFS verified the payload against its content digest; the record's
 	// claim must be that digest, or a copier could name other content and
 	// escape the copy check.
 	if payload := subArt.Payloads[0].Annotations[bundle.AnnotationContentDigest]; content.Content.Digest.String() != payload {
 		return nil, ReasonMalformed, fmt.Sprintf("submission record names content %s, its payload is %s", content.Content.Digest, payload)
 	}
 	e.Content = content.Content.Digest
-	return files, "", ""
+	return fsys, "", ""
 }
 
 // signedBy reports whether key made one of target's signatures. Other

@@ -140,7 +140,7 @@ func Commit(ctx context.Context, l *cas.Layout, s *bundle.Signer, round ocispec.
 	if err != nil {
 		return Committed{}, fmt.Errorf("reading round: %w", err)
 	}
-	sub, err := bundle.PackPath(ctx, l, s, path, bundle.PackOptions{Kind: KindSubmission, Created: created})
+	sub, err := PackSubmission(ctx, l, s, path, bundle.PackOptions{Kind: KindSubmission, Created: created})
 	if err != nil {
 		return Committed{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
 	"github.com/urfave/cli/v2"
 )
 
@@ -69,6 +70,9 @@ func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, pa
 		return bundle.Packed{}, err
 	}
 	pack := bundle.PackPathSigner
+	if kind == protocol.KindSubmission {
+		pack = protocol.PackSubmissionSigner // rollouts submissions in format 3
+	}
 	if model {
 		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
 			return bundle.Packed{}, usagef("--model packs a directory; %s is a file", path)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol"
 	"github.com/urfave/cli/v2"
 )
 
@@ -59,7 +60,11 @@ func unpackCommand(a *appEnv) *cli.Command {
 			if c.IsSet("max-bytes") {
 				lim.MaxBytes, lim.MaxFile = c.Int64("max-bytes"), c.Int64("max-bytes")
 			}
-			res, err := bundle.Extract(c.Context, s, art, c.Args().Get(1), bundle.ExtractOptions{
+			extract := bundle.Extract
+			if protocol.IsRowsIndexed(art) {
+				extract = protocol.ExtractSubmission // a rollouts submission in format 3
+			}
+			res, err := extract(c.Context, s, art, c.Args().Get(1), bundle.ExtractOptions{
 				Limits: lim, Replace: c.Bool("force"), Progress: a.progress(out, "unpack")})
 			switch {
 			case errors.Is(err, bundle.ErrTargetNotEmpty):

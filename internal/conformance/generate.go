@@ -485,6 +485,20 @@ func (vs *vectorStore) corrupt(d digest.Digest) error {
 	return os.WriteFile(p, b, 0o644)
 }
 
+// corruptAt flips one bit of a blob at offset off, leaving its name.
+func (vs *vectorStore) corruptAt(d digest.Digest, off int64) error {
+	if err := vs.l.Flush(); err != nil {
+		return err
+	}
+	p := vs.blobPath(d)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	b[off] ^= 0x01
+	return os.WriteFile(p, b, 0o644)
+}
+
 // remove deletes a blob.
 func (vs *vectorStore) remove(d digest.Digest) error {
 	if err := vs.l.Flush(); err != nil {

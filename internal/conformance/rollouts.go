@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
+	"github.com/feval/feval/gate"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -229,7 +231,7 @@ func (g *generator) rollouts() error {
 	if err := g.signatureVectors(f, passed.Artifact); err != nil {
 		return err
 	}
-	if err := g.digestVectors(f, passed.Artifact); err != nil {
+	if err := g.digestVectors(f, passed.Artifact, full.Artifact); err != nil {
 		return err
 	}
 
@@ -379,8 +381,12 @@ func (vs *vectorStore) dropReferrers(target ocispec.Descriptor) error {
 	})
 }
 
-// digestVectors: the passed verdict's store with one blob damaged or gone.
-func (g *generator) digestVectors(f *family, verdict ocispec.Descriptor) error {
+// digestVectors: the passed verdict's store with one blob damaged or gone,
+// and the full verdict's with its rows layer damaged. The submission is in
+// format 3: an audit reads its rows layer by range, checking each sampled
+// row against the rows index, so damage outside the sample leaves the
+// audit's replay identical, while a full audit verifies the whole layer.
+func (g *generator) digestVectors(f *family, verdict, fullVerdict ocispec.Descriptor) error {
 	ctx := g.ctx
 	vart, err := bundle.Load(ctx, f.work, verdict)
 	if err != nil {
@@ -398,6 +404,33 @@ func (g *generator) digestVectors(f *family, verdict ocispec.Descriptor) error {
 	if err != nil {
 		return err
 	}
+	ixl, rl, _, err := protocol.RowsLayers(sart)
+	if err != nil {
+		return fmt.Errorf("the honest submission is not in format 3: %w", err)
+	}
+	index, err := cas.ReadAll(ctx, f.work, ixl, protocol.MaxRowsIndexBytes)
+	if err != nil {
+		return err
+	}
+	x, err := gate.ParseRowsIndex(index, gate.RowsIndexLimits{})
+	if err != nil {
+		return err
+	}
+	var rec rollouts.Verdict
+	if err := vart.Decode(&rec); err != nil {
+		return err
+	}
+	sampled := map[string]bool{}
+	for _, r := range rec.Audit.Rows {
+		sampled[r.TaskID] = true
+	}
+	outside := -1
+	for i := 0; i < x.Len() && outside < 0; i++ {
+		if !sampled[x.TaskID(i)] {
+			outside = i
+		}
+	}
+	off, n := x.Span(outside)
 	sigs, err := f.work.Referrers(ctx, verdict, bundle.MediaTypeSigstoreBundle)
 	if err != nil || len(sigs) != 1 {
 		return fmt.Errorf("verdict signatures: %v (%d)", err, len(sigs))
@@ -408,23 +441,29 @@ func (g *generator) digestVectors(f *family, verdict ocispec.Descriptor) error {
 	}
 	for _, dv := range []struct {
 		name, desc string
+		verdict    ocispec.Descriptor
 		damage     func(vs *vectorStore) error
 		expect     string
 	}{
-		{"digest-verdict-record", "the verdict's record blob has one bit changed", func(vs *vectorStore) error { return vs.corrupt(vart.Manifest.Layers[0].Digest) }, ExpectDigestMismatch},
-		{"digest-verdict-manifest", "the verdict's manifest blob has one bit changed", func(vs *vectorStore) error { return vs.corrupt(verdict.Digest) }, ExpectDigestMismatch},
-		{"digest-submission-tree", "the submission's compressed tree blob has one bit changed", func(vs *vectorStore) error { return vs.corrupt(sart.Payloads[0].Digest) }, ExpectDigestMismatch},
-		{"digest-signature-bundle", "the verdict's only signature bundle blob has one bit changed: no valid signature remains", func(vs *vectorStore) error { return vs.corrupt(sigArt.Layers[0].Digest) }, ExpectSignatureFailure},
-		{"missing-submission-tree", "the submission's tree blob is missing", func(vs *vectorStore) error { return vs.remove(sart.Payloads[0].Digest) }, ExpectMissingBlob},
+		{"digest-verdict-record", "the verdict's record blob has one bit changed", verdict, func(vs *vectorStore) error { return vs.corrupt(vart.Manifest.Layers[0].Digest) }, ExpectDigestMismatch},
+		{"digest-verdict-manifest", "the verdict's manifest blob has one bit changed", verdict, func(vs *vectorStore) error { return vs.corrupt(verdict.Digest) }, ExpectDigestMismatch},
+		{"digest-submission-index", "the submission's rows index blob has one bit changed", verdict, func(vs *vectorStore) error { return vs.corrupt(ixl.Digest) }, ExpectDigestMismatch},
+		{"digest-signature-bundle", "the verdict's only signature bundle blob has one bit changed: no valid signature remains", verdict, func(vs *vectorStore) error { return vs.corrupt(sigArt.Layers[0].Digest) }, ExpectSignatureFailure},
+		{"missing-submission-index", "the submission's rows index blob is missing", verdict, func(vs *vectorStore) error { return vs.remove(ixl.Digest) }, ExpectMissingBlob},
+		{"missing-submission-rows", "the submission's rows blob is missing", verdict, func(vs *vectorStore) error { return vs.remove(rl.Digest) }, ExpectMissingBlob},
+		{"rows-damaged-outside-sample", "the submission's rows blob has one bit changed in a row the audit did not sample: the audit reads rows by range, its replay is identical", verdict,
+			func(vs *vectorStore) error { return vs.corruptAt(rl.Digest, off+int64(n)/2) }, ExpectIdentical},
+		{"digest-submission-rows-full", "a full audit's submission rows blob has one bit changed: a full audit verifies the whole layer", fullVerdict,
+			func(vs *vectorStore) error { return vs.corrupt(rl.Digest) }, ExpectDigestMismatch},
 	} {
-		vs, err := f.extract(dv.name, verdict, true)
+		vs, err := f.extract(dv.name, dv.verdict, true)
 		if err != nil {
 			return err
 		}
 		if err := dv.damage(vs); err != nil {
 			return fmt.Errorf("%s: %w", dv.name, err)
 		}
-		if err := g.finish(vs, Vector{Name: dv.name, Description: dv.desc, Verdict: verdict.Digest, Expect: dv.expect}); err != nil {
+		if err := g.finish(vs, Vector{Name: dv.name, Description: dv.desc, Verdict: dv.verdict.Digest, Expect: dv.expect}); err != nil {
 			return err
 		}
 	}

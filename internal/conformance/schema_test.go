@@ -17,6 +17,7 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/internal/conformance"
+	"github.com/feval/feval/protocol"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -258,11 +259,10 @@ func TestSchemas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			files, err := bundle.LoadTree(ctx, l, art, bundle.DefaultLimits)
+			fsys, err := protocol.LoadSubmissionFS(ctx, l, art) // a task's tree too
 			if err != nil {
 				t.Fatal(err)
 			}
-			fsys := bundle.TreeFS(files)
 			file := func(name, schema string, perLine bool) {
 				b, err := fs.ReadFile(fsys, name)
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -39,18 +40,21 @@ func BenchmarkScoreAllRows(b *testing.B) {
 
 // BenchmarkDecide compares a full evaluation of the reference honest miner with
 // a 320-row audit of it (Decide: load the task and rows from the store, sample,
-// recompute). Replay runs the same Decide. The "indexed" cases use a
-// submission with a claims file (format 2); the others decode every row. The
+// recompute). Replay runs the same Decide. The "layered" cases use a
+// submission in format 3 (rows layer read by byte range through a rows
+// index), the "indexed" cases one with a claims file (format 2); the others
+// decode every row (format 1). The
 // task is parsed once per process (as a validator evaluating a round does);
 // BenchmarkDecideColdTask prices the first evaluation.
 func BenchmarkDecide(b *testing.B) {
-	l, refs, xrefs := decideFixture(b)
+	l, refs, xrefs, lrefs := decideFixture(b)
 	entry := protocol.Entry{Status: protocol.StatusAccepted, Commitment: "sha256:" + digest.FromString("c").Encoded()}
 	for _, mode := range []struct {
 		name string
 		refs rollouts.Refs
 		full bool
-	}{{"audit-320", refs, false}, {"full-10000", refs, true}, {"indexed/audit-320", xrefs, false}, {"indexed/full-10000", xrefs, true}} {
+	}{{"audit-320", refs, false}, {"full-10000", refs, true}, {"indexed/audit-320", xrefs, false}, {"indexed/full-10000", xrefs, true},
+		{"layered/audit-320", lrefs, false}, {"layered/full-10000", lrefs, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				decide(b, l, mode.refs, entry, mode.full)
@@ -62,14 +66,16 @@ func BenchmarkDecide(b *testing.B) {
 // BenchmarkDecidePaired alternates an audit and a full evaluation of the same
 // submission in one loop (the order swapping each round), so that load from
 // elsewhere falls on both alike, and reports the medians and the median of the
-// per-round ratios audit / full: the goal is at most 0.05.
+// per-round ratios audit / full: the goal is at most 0.05. A garbage
+// collection runs, untimed, before each evaluation, so that neither pays for
+// the other's garbage.
 func BenchmarkDecidePaired(b *testing.B) {
-	l, refs, xrefs := decideFixture(b)
+	l, refs, xrefs, lrefs := decideFixture(b)
 	entry := protocol.Entry{Status: protocol.StatusAccepted, Commitment: "sha256:" + digest.FromString("c").Encoded()}
 	for _, c := range []struct {
 		name string
 		refs rollouts.Refs
-	}{{"rows", refs}, {"indexed", xrefs}} {
+	}{{"rows", refs}, {"indexed", xrefs}, {"layered", lrefs}} {
 		b.Run(c.name, func(b *testing.B) {
 			decide(b, l, c.refs, entry, false) // parse the task once, as a validator does per round
 			var audit, full, ratio []float64
@@ -90,10 +96,10 @@ func BenchmarkDecidePaired(b *testing.B) {
 	}
 }
 
-// BenchmarkDecideColdTask is the indexed audit when the task is not parsed
-// yet: the first evaluation of a process.
+// BenchmarkDecideColdTask is the audit of a format-3 submission when the
+// task is not parsed yet: the first evaluation of a process.
 func BenchmarkDecideColdTask(b *testing.B) {
-	l, _, xrefs := decideFixture(b)
+	l, _, _, xrefs := decideFixture(b)
 	entry := protocol.Entry{Status: protocol.StatusAccepted, Commitment: "sha256:" + digest.FromString("c").Encoded()}
 	for i := 0; i < b.N; i++ {
 		rollouts.ForgetTasks()
@@ -108,6 +114,7 @@ func medianOf(xs []float64) float64 {
 }
 
 func decide(b *testing.B, l cas.Store, refs rollouts.Refs, entry protocol.Entry, full bool) time.Duration {
+	runtime.GC()
 	start := time.Now()
 	v, err := rollouts.Decide(context.Background(), l, refs, entry, rollouts.Params{Beacon: rollouts.Beacon{Source: "s", Value: "v"}, Full: full})
 	if err != nil || v.Status != rollouts.StatusPassed {
@@ -117,8 +124,9 @@ func decide(b *testing.B, l cas.Store, refs rollouts.Refs, entry protocol.Entry,
 }
 
 // decideFixture stores the reference task and the honest miner's submission,
-// as rows alone and with a claims file.
-func decideFixture(b *testing.B) (*cas.Layout, rollouts.Refs, rollouts.Refs) {
+// as rows alone (format 1), with a claims file (format 2) and as a rows
+// layer with its index (format 3).
+func decideFixture(b *testing.B) (*cas.Layout, rollouts.Refs, rollouts.Refs, rollouts.Refs) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	g := fx.Generate([]byte(fx.ReferenceSeed), fx.ReferenceMath, fx.ReferenceIF)
@@ -149,8 +157,16 @@ func decideFixture(b *testing.B) (*cas.Layout, rollouts.Refs, rollouts.Refs) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	layered, err := protocol.PackSubmission(ctx, l, s, filepath.Join(dir, "honest"), bundle.PackOptions{Kind: protocol.KindSubmission})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if layered.Content.Type != protocol.ContentTypeRollouts {
+		b.Fatalf("honest submission packed as %q, not in format 3", layered.Content.Type)
+	}
 	refs := rollouts.Refs{Task: task.Digest, Submission: sub.Artifact, Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
-	xrefs := refs
+	xrefs, lrefs := refs, refs
 	xrefs.Submission = indexed.Artifact
-	return l, refs, xrefs
+	lrefs.Submission = layered.Artifact
+	return l, refs, xrefs, lrefs
 }

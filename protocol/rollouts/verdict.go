@@ -249,9 +249,12 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	if err != nil {
 		return v, err
 	}
-	rows, err := loadRows(ctx, st, refs.Submission, task)
+	rows, err := loadRows(ctx, st, refs.Submission, task, p.Full)
 	if err != nil {
 		return v, err
+	}
+	if rows.close != nil {
+		defer rows.close()
 	}
 	v.Rows = rows.n
 	v.ClaimedScore = FormatReward(rows.score)
@@ -264,7 +267,10 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	a.SampleSize = len(ids)
 	for _, id := range ids {
 		it, _ := task.Item(id)
-		row, rerr := rows.get(id)
+		row, rerr, err := rows.get(id)
+		if err != nil {
+			return v, err
+		}
 		ar := AuditRow{TaskID: id, Claimed: row.claimedText}
 		if rerr != nil {
 			// Only an indexed submission gets here: its rows are decoded
@@ -315,10 +321,12 @@ type row struct {
 type submissionRows struct {
 	n     int
 	score *big.Rat
-	// get returns the row of a task id of the task. A non-nil error means
-	// the row is not the row the submission claims (indexed form only);
-	// claimedText is still the claim.
-	get func(id string) (row, *gate.RowError)
+	// get returns the row of a task id of the task. A non-nil *RowError
+	// means the row is not the row the submission claims (indexed forms
+	// only); claimedText is still the claim. An error is a failure to read.
+	get func(id string) (row, *gate.RowError, error)
+	// close, when set, releases what get reads from.
+	close func() error
 }
 
 // meanClaim is the mean of claims given as canonical reward strings. Equal
@@ -340,10 +348,13 @@ func meanClaim(counts map[string]int64, n int) (*big.Rat, error) {
 // file (format 2) is read through it: the score comes from the claims column
 // and only the rows asked for are decoded, each checked against its claims
 // line (gate.OpenIndexedRows). Without one, every row is decoded.
-func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *LoadedTask) (submissionRows, error) {
+func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *LoadedTask, full bool) (submissionRows, error) {
 	art, err := bundle.Load(ctx, st, sub)
 	if err != nil {
 		return submissionRows{}, err
+	}
+	if protocol.IsRowsIndexed(art) {
+		return layeredRows(ctx, st, art, task, full)
 	}
 	files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
 	if err != nil {
@@ -389,7 +400,7 @@ func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *L
 	if err != nil {
 		return submissionRows{}, err
 	}
-	return submissionRows{n: len(out), score: score, get: func(id string) (row, *gate.RowError) { return out[id], nil }}, nil
+	return submissionRows{n: len(out), score: score, get: func(id string) (row, *gate.RowError, error) { return out[id], nil, nil }}, nil
 }
 
 // indexedRows reads a format-2 submission through its claims file.
@@ -414,16 +425,16 @@ func indexedRows(fsys fs.FS, meta gate.RolloutSubmission, task *LoadedTask, lim 
 	if err != nil {
 		return submissionRows{}, err
 	}
-	get := func(id string) (row, *gate.RowError) {
+	get := func(id string) (row, *gate.RowError, error) {
 		r, c, rerr, _ := x.Row(id)
 		if rerr != nil {
-			return row{claimedText: c.Reward}, rerr
+			return row{claimedText: c.Reward}, rerr, nil
 		}
 		claimed, err := gate.ParseReward(c.Reward)
 		if err != nil { // ParseClaims accepted it: cannot happen
-			return row{claimedText: c.Reward}, &gate.RowError{Rule: gate.RuleBadReward, Detail: err.Error()}
+			return row{claimedText: c.Reward}, &gate.RowError{Rule: gate.RuleBadReward, Detail: err.Error()}, nil
 		}
-		return row{response: r.Response, claimed: claimed, claimedText: c.Reward}, nil
+		return row{response: r.Response, claimed: claimed, claimedText: c.Reward}, nil, nil
 	}
 	return submissionRows{n: x.Len(), score: score, get: get}, nil
 }

@@ -45,6 +45,8 @@ INTOTO = "application/vnd.in-toto+json"
 STATEMENT = "https://in-toto.io/Statement/v1"
 PREDICATE = "https://feval.dev/attestation/signed-artifact/v1"
 TREE = "application/vnd.feval.tree.v1.tar+zstd"
+ROWS_INDEX = "application/vnd.feval.rollouts.index.v1"
+ROWS = "application/vnd.feval.rollouts.rows.v1+jsonl"
 CONTENT_DIGEST = "dev.feval.content.digest"
 CONTENT_SIZE = "dev.feval.content.size"
 TITLE = "org.opencontainers.image.title"
@@ -264,8 +266,24 @@ class Store:
             raise Outcome("malformed record")
         rec = parse_record(self.blob(m["layers"][0]["digest"], m["layers"][0]["size"]))
         for layer in m["layers"][1:]:
-            self.payload(layer)
+            if layer["mediaType"] == ROWS:  # read by range: present with its size (PROTOCOL.md §7)
+                self.unverified(layer["digest"], layer["size"])
+            else:
+                self.payload(layer)
         return m, rec
+
+    def unverified(self, digest, size):
+        """A blob's bytes, NOT checked against its digest (only its size): a
+        format-3 rows layer whose rows are each checked against the index."""
+        path = os.path.join(self.root, "blobs", "sha256", digest.partition(":")[2])
+        try:
+            with open(path, "rb") as f:
+                b = f.read()
+        except FileNotFoundError:
+            raise Outcome("missing blob")
+        if len(b) != size:
+            raise Outcome("digest mismatch")
+        return b
 
     def payload(self, layer):
         """A payload layer's uncompressed content, checked against its
@@ -758,6 +776,58 @@ def parse_reward(s):
     return q
 
 
+# ---- rows index (PROTOCOL.md §6, submission format 3; FORMAT.md) ----
+
+def parse_rows_index(b, max_rows, max_row_bytes):
+    """The rows index as (meta, rows_size, entries), entries in rows-file order
+    as (task_id, reward, offset, length, sha256); None when it is malformed."""
+    import struct
+    if len(b) < 32 or b[:8] != b"FVRIDX01":
+        return None
+    n, r, meta_size, ids_size, rows_size = struct.unpack(">IIIIQ", b[8:32])
+    if not (1 <= n <= max_rows and 1 <= r <= n and 1 <= meta_size <= 4096 and n <= ids_size <= n * 1024):
+        return None
+    pos = 32 + meta_size
+    meta = b[32:pos]
+    rewards = []
+    for _ in range(r):
+        if pos >= len(b):
+            return None
+        ln = b[pos]
+        text = b[pos + 1:pos + 1 + ln].decode("ascii", "replace")
+        if not 1 <= ln <= 129 or len(text) != ln or parse_reward(text) is None or (rewards and rewards[-1] >= text):
+            return None
+        rewards.append(text)
+        pos += 1 + ln
+    if len(b) - pos != n * 60 + ids_size:
+        return None
+    ids = b[pos + n * 60:]
+    entries, off, id_off = [], 0, 0
+    for i in range(n):
+        o, ln, rw, io_, il = struct.unpack(">QIIII", b[pos + 56 * i:pos + 56 * i + 24])
+        h = b[pos + 56 * i + 24:pos + 56 * i + 56]
+        if o != off or not 2 <= ln <= max_row_bytes + 1 or rw >= r or io_ != id_off or not 1 <= il <= 1024:
+            return None
+        raw = ids[io_:io_ + il]
+        if len(raw) != il or any(c < 0x20 or c == 0x7f for c in raw):
+            return None
+        try:
+            tid = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        entries.append((tid, rewards[rw], o, ln, h))
+        off, id_off = off + ln, id_off + il
+    if off != rows_size or id_off != ids_size:
+        return None
+    order = struct.unpack(">%dI" % n, b[pos + 56 * n:pos + 60 * n])
+    if sorted(order) != list(range(n)):
+        return None
+    keys = [entries[i][0].encode() for i in order]
+    if any(keys[k - 1] >= keys[k] for k in range(1, n)):
+        return None
+    return meta, rows_size, entries
+
+
 # ---- audit sample (PROTOCOL.md §6) ----
 
 def audit_seed(source, value, commitment, submission):
@@ -874,10 +944,27 @@ def replay(store, verdict_digest, trusted):
     rows = {}
     gate_ok = False
     if reason is None:
-        files = store.tree(sm)
-        meta = json.loads(files["submission.json"])
+        layers = sm["layers"][1:]
         gate_ok = True
-        if "claims" in meta:
+        if len(layers) == 2 and layers[0]["mediaType"] == ROWS_INDEX:
+            # Submission format 3 (PROTOCOL.md §6): the index gives every
+            # row's id, claim, range and SHA-256; the rows layer is read by
+            # range and only audited rows are checked against their hash.
+            parsed = parse_rows_index(store.payload(layers[0]), len(items), spec["max_row_bytes"])
+            rows_layer = layers[1]
+            if parsed is None or parsed[1] != rows_layer["size"] or json.loads(parsed[0]).get("rows") != rows_layer["annotations"].get(TITLE):
+                gate_ok = False
+            else:
+                for tid, rw, off, ln, h in parsed[2]:
+                    if tid not in by_id:
+                        gate_ok = False
+                        continue
+                    rows[tid] = ((rows_layer, off, ln, h), parse_reward(rw))
+            files, meta = {}, {}
+        else:
+            files = store.tree(sm)
+            meta = json.loads(files["submission.json"])
+        if files and "claims" in meta:
             # Submission format 2 (PROTOCOL.md §6): rows are read through the
             # claims file; a row is decoded only when audited.
             data, claims = files[meta["rows"]], files[meta["claims"]]
@@ -892,7 +979,7 @@ def replay(store, verdict_digest, trusted):
                     gate_ok = False
                     continue
                 rows[tid] = (line, q)
-        else:
+        elif files:
             for line in files[meta["rows"]].decode().splitlines():
                 r = json.loads(line)
                 q = parse_reward(r["reward_claimed"])
@@ -931,9 +1018,19 @@ def replay(store, verdict_digest, trusted):
         audit = {"beacon": b, "seed": seed.hex(), "full": full, "sample_size": len(ids), "rows": [],
                  "mismatches": [], "undetermined": []}
         out["audit"] = audit
+        rows_data = {}
+        for response, _ in rows.values():
+            if isinstance(response, tuple):  # format 3: verified whole only by a full audit
+                layer = response[0]
+                rows_data[0] = store.blob(layer["digest"], layer["size"]) if full else store.unverified(layer["digest"], layer["size"])
+                break
         for i in ids:
             response, claimed = rows[i]
-            if isinstance(response, bytes):  # format 2: the row must repeat its claims line
+            if isinstance(response, tuple):  # format 3: the row's bytes must hash to its entry
+                _, off, ln, h = response
+                line = rows_data[0][off:off + ln]
+                response = line[:-1] if hashlib.sha256(line).digest() == h and line.endswith(b"\n") else b"\xff"
+            if isinstance(response, bytes):  # formats 2 and 3: the row must repeat its claims line
                 try:
                     r = json.loads(response)
                     ok = r["task_id"] == i and parse_reward(r["reward_claimed"]) == claimed and fmt(claimed) == r["reward_claimed"]

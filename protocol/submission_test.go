@@ -1,0 +1,150 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/gate"
+)
+
+const (
+	subMeta = `{"model_revision":"0123456789abcdef0123456789abcdef01234567","rows":"rows.jsonl"}`
+	subRows = `{"response":"a","reward_claimed":"1","task_id":"t2"}` + "\n" + `{"response":"b","reward_claimed":"0","task_id":"t1"}` + "\n"
+)
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestPackSubmissionFormats: a rollouts submission that can be indexed is
+// packed in format 3; anything else as a tree, as before.
+func TestPackSubmissionFormats(t *testing.T) {
+	ctx := context.Background()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSigner(t)
+	for name, c := range map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"rollouts":             {map[string]string{"submission.json": subMeta, "rows.jsonl": subRows}, ContentTypeRollouts},
+		"rows in a directory":  {map[string]string{"submission.json": `{"model_revision":"0123456789abcdef0123456789abcdef01234567","rows":"d/rows.jsonl"}`, "d/rows.jsonl": subRows}, ContentTypeRollouts},
+		"an extra file":        {map[string]string{"submission.json": subMeta, "rows.jsonl": subRows, "notes.txt": "x"}, "tree"},
+		"a claims file":        {map[string]string{"submission.json": `{"claims":"c.tsv","model_revision":"0123456789abcdef0123456789abcdef01234567","rows":"rows.jsonl"}`, "rows.jsonl": subRows, "c.tsv": "t2\t1\nt1\t0\n"}, "tree"},
+		"an invalid row":       {map[string]string{"submission.json": subMeta, "rows.jsonl": subRows + "{}\n"}, "tree"},
+		"not a rollouts":       {map[string]string{"optimizer.py": "x = 1\n"}, "tree"},
+		"unpinned revision":    {map[string]string{"submission.json": `{"model_revision":"main","rows":"rows.jsonl"}`, "rows.jsonl": subRows}, "tree"},
+		"rows file is missing": {map[string]string{"submission.json": subMeta}, "tree"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := writeTree(t, c.files)
+			p, err := PackSubmission(ctx, l, s, dir, bundle.PackOptions{Kind: KindSubmission})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Content.Type != c.want {
+				t.Fatalf("packed as %q, want %q", p.Content.Type, c.want)
+			}
+			art, err := bundle.Load(ctx, l, p.Artifact)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fsys, err := LoadSubmissionFS(ctx, l, art)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The tree the gate sees is the directory that was packed.
+			for name, data := range c.files {
+				b, err := fs.ReadFile(fsys, name)
+				if err != nil || string(b) != data {
+					t.Errorf("%s: %q %v", name, b, err)
+				}
+				if fi, err := fs.Stat(fsys, name); err != nil || fi.Size() != int64(len(data)) {
+					t.Errorf("stat %s: %v %v", name, fi, err)
+				}
+			}
+			_, indexed := fsys.(gate.RowsIndexed)
+			if indexed != (c.want == ContentTypeRollouts) {
+				t.Errorf("tree implements RowsIndexed: %v", indexed)
+			}
+		})
+	}
+}
+
+// TestPackSubmissionFailedSignerLeavesNothing: format 3 is staged like a
+// tree: a signer that fails leaves no blob behind.
+func TestPackSubmissionFailedSignerLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeTree(t, map[string]string{"submission.json": subMeta, "rows.jsonl": subRows})
+	wrong := errors.New("wrong password")
+	_, err = PackSubmissionSigner(ctx, l, func() (*bundle.Signer, error) { return nil, wrong }, dir, bundle.PackOptions{Kind: KindSubmission})
+	if !errors.Is(err, wrong) {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(filepath.Join(l.Root(), "blobs", "sha256"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Fatalf("%d blobs left behind", len(ents))
+	}
+}
+
+// TestExtractSubmission: a format-3 submission unpacks to the directory it
+// was packed from, byte for byte.
+func TestExtractSubmission(t *testing.T) {
+	ctx := context.Background()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"submission.json": `{"model_revision":"0123456789abcdef0123456789abcdef01234567","rows":"d/rows.jsonl"}`, "d/rows.jsonl": subRows}
+	p, err := PackSubmission(ctx, l, newSigner(t), writeTree(t, files), bundle.PackOptions{Kind: KindSubmission})
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := bundle.Load(ctx, l, p.Artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(t.TempDir(), "out")
+	res, err := ExtractSubmission(ctx, l, art, dest, bundle.ExtractOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Files != 2 || res.Content != p.Content {
+		t.Errorf("extracted %+v", res)
+	}
+	for name, data := range files {
+		b, err := os.ReadFile(filepath.Join(dest, filepath.FromSlash(name)))
+		if err != nil || string(b) != data {
+			t.Errorf("%s: %q %v", name, b, err)
+		}
+	}
+	if _, err := ExtractSubmission(ctx, l, art, filepath.Join(t.TempDir(), "small"), bundle.ExtractOptions{Limits: bundle.Limits{MaxFiles: 2, MaxBytes: 10, MaxFile: 10}}); !errors.Is(err, bundle.ErrLimit) {
+		t.Errorf("over the limits: %v", err)
+	}
+}
