@@ -64,6 +64,8 @@ type RowsIndex struct {
 	order    []byte // n*4 bytes
 	ids      []byte
 	rowsSize int64
+	// idsDigest is SortedIDsDigest of the index's ids.
+	idsDigest [32]byte
 }
 
 // RowsIndexLimits bound what ParseRowsIndex accepts.
@@ -167,6 +169,7 @@ func ParseRowsIndex(b []byte, lim RowsIndexLimits) (*RowsIndex, error) {
 		return nil, indexErr("rows end at %d of %d bytes, ids at %d of %d", off, rowsSize, idOff, idsSize)
 	}
 	seen := make([]bool, n)
+	sorted := make([]byte, 0, len(x.ids)+n) // the ids in order, each ended by 0x00
 	var prev []byte
 	for k := 0; k < n; k++ {
 		i := be.Uint32(x.order[k*4:])
@@ -179,8 +182,25 @@ func ParseRowsIndex(b []byte, lim RowsIndexLimits) (*RowsIndex, error) {
 			return nil, indexErr("order position %d: task ids not strictly ascending", k)
 		}
 		prev = id
+		sorted = append(append(sorted, id...), 0)
 	}
+	x.idsDigest = sha256.Sum256(sorted)
 	return x, nil
+}
+
+// SortedIDsDigest is the SHA-256 of task ids given sorted byte-wise, each
+// followed by a 0x00 byte (ids hold no control character, so the encoding
+// is unambiguous). Two sets of ids are equal exactly when their digests are.
+func SortedIDsDigest(sorted []string) [32]byte {
+	size := 0
+	for _, id := range sorted {
+		size += len(id) + 1
+	}
+	b := make([]byte, 0, size)
+	for _, id := range sorted {
+		b = append(append(b, id...), 0)
+	}
+	return sha256.Sum256(b)
 }
 
 func (x *RowsIndex) entry(i int) []byte {
@@ -449,6 +469,32 @@ func (x *RowsIndex) MatchIDs(count int, known func(id []byte) bool) error {
 		}
 		return true
 	})
+	return err
+}
+
+// MatchSortedIDs is MatchIDs for the task's ids given sorted byte-wise
+// (strictly ascending) with their SortedIDsDigest: equal digests are equal
+// sets, so the ids themselves are compared only to name a difference.
+func (x *RowsIndex) MatchSortedIDs(sorted []string, digest [32]byte) error {
+	if len(sorted) != x.n {
+		return indexErr("%d rows for %d task ids", x.n, len(sorted))
+	}
+	if digest == x.idsDigest {
+		return nil
+	}
+	k := 0
+	var err error
+	x.SortedIDs(func(id []byte) bool {
+		if string(id) != sorted[k] {
+			err = indexErr("task id %q is not the task's (%q is, in id order)", clip(string(id)), clip(sorted[k]))
+			return false
+		}
+		k++
+		return true
+	})
+	if err == nil { // a digest given for other ids than sorted
+		err = indexErr("task ids differ from the task's")
+	}
 	return err
 }
 

@@ -66,6 +66,15 @@ func TestRowsIndexRoundTrip(t *testing.T) {
 	if err := x.MatchIDs(4, func([]byte) bool { return true }); !errors.Is(err, ErrRowsIndex) {
 		t.Errorf("a task with more ids: %v", err)
 	}
+	task := []string{"t1", "t2", "t3"}
+	if err := x.MatchSortedIDs(task, SortedIDsDigest(task)); err != nil {
+		t.Error(err)
+	}
+	for _, ids := range [][]string{{"t1", "t2", "t4"}, {"t1", "t2"}, {"t0", "t1", "t2", "t3"}, {"t1", "t2t", "3"}} {
+		if err := x.MatchSortedIDs(ids, SortedIDsDigest(ids)); !errors.Is(err, ErrRowsIndex) {
+			t.Errorf("task ids %q: %v", ids, err)
+		}
+	}
 }
 
 func TestCheckRow(t *testing.T) {

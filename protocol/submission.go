@@ -207,9 +207,9 @@ func LoadSubmissionFS(ctx context.Context, st cas.Store, art *bundle.Loaded) (fs
 	if err != nil {
 		return nil, err
 	}
-	index, err := cas.ReadAll(ctx, st, ixl, MaxRowsIndexBytes)
+	index, err := ReadRowsIndex(ctx, st, ixl)
 	if err != nil {
-		return nil, fmt.Errorf("reading rows index: %w", err)
+		return nil, err
 	}
 	x, err := gate.ParseRowsIndex(index, gate.RowsIndexLimits{})
 	if err != nil {
@@ -294,9 +294,9 @@ func ExtractSubmission(ctx context.Context, st cas.Store, art *bundle.Loaded, de
 	if err := art.Decode(&content); err != nil {
 		return bundle.Extracted{}, err
 	}
-	index, err := cas.ReadAll(ctx, st, ixl, MaxRowsIndexBytes)
+	index, err := ReadRowsIndex(ctx, st, ixl)
 	if err != nil {
-		return bundle.Extracted{}, fmt.Errorf("reading rows index: %w", err)
+		return bundle.Extracted{}, err
 	}
 	x, err := gate.ParseRowsIndex(index, gate.RowsIndexLimits{})
 	if err != nil {
@@ -317,4 +317,28 @@ func ExtractSubmission(ctx context.Context, st cas.Store, art *bundle.Loaded, de
 		{Path: gate.RolloutSubmissionFile, Mode: 0o644, Data: x.Meta()},
 		{Path: rowsPath, Mode: 0o644, Data: rows},
 	}, content.Content, opts)
+}
+
+// ReadRowsIndex reads a rows index layer (at most MaxRowsIndexBytes) into a
+// buffer of its size, verified against its digest.
+func ReadRowsIndex(ctx context.Context, st cas.Store, layer ocispec.Descriptor) ([]byte, error) {
+	if layer.Size > MaxRowsIndexBytes {
+		return nil, fmt.Errorf("rows index %s is %d bytes, over the %d byte limit: %w", layer.Digest, layer.Size, MaxRowsIndexBytes, cas.ErrTooLarge)
+	}
+	rc, err := st.Fetch(ctx, layer)
+	if err != nil {
+		return nil, fmt.Errorf("reading rows index: %w", err)
+	}
+	defer rc.Close()
+	// One byte more than the size: the store's reader verifies the digest
+	// when it reaches the end.
+	b := make([]byte, layer.Size+1)
+	n, err := io.ReadFull(rc, b)
+	if int64(n) != layer.Size || err != io.ErrUnexpectedEOF && err != io.EOF {
+		if err == nil || err == io.ErrUnexpectedEOF || err == io.EOF {
+			err = fmt.Errorf("%s: read %d of %d bytes: %w", layer.Digest, n, layer.Size, cas.ErrSizeMismatch)
+		}
+		return nil, fmt.Errorf("reading rows index: %w", err)
+	}
+	return b[:n:n], nil
 }

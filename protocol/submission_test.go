@@ -148,3 +148,45 @@ func TestExtractSubmission(t *testing.T) {
 		t.Errorf("over the limits: %v", err)
 	}
 }
+
+// TestReadRowsIndexVerifies: a damaged or oversized index blob is refused.
+func TestReadRowsIndexVerifies(t *testing.T) {
+	ctx := context.Background()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PackSubmission(ctx, l, newSigner(t), writeTree(t, map[string]string{"submission.json": subMeta, "rows.jsonl": subRows}), bundle.PackOptions{Kind: KindSubmission})
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := bundle.Load(ctx, l, p.Artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ixl, _, _, err := RowsLayers(art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadRowsIndex(ctx, l, ixl); err != nil || int64(len(b)) != ixl.Size {
+		t.Fatalf("%d bytes, %v", len(b), err)
+	}
+	big := ixl
+	big.Size = MaxRowsIndexBytes + 1
+	if _, err := ReadRowsIndex(ctx, l, big); !errors.Is(err, cas.ErrTooLarge) {
+		t.Errorf("oversized: %v", err)
+	}
+	path := l.BlobPath(ixl.Digest)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	os.Chmod(path, 0o644)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRowsIndex(ctx, l, ixl); !errors.Is(err, cas.ErrDigestMismatch) {
+		t.Errorf("damaged: %v", err)
+	}
+}

@@ -36,10 +36,17 @@ func sampleRowsBySort(seed [32]byte, ids []string, n int) []string {
 // TestSampleRowsSelection: the partial selection gives exactly the sample the
 // full sort defines, for every n, on both sides of the selection threshold.
 func TestSampleRowsSelection(t *testing.T) {
-	for _, total := range []int{1, 2, 3, 7, 40, 1000} {
+	for _, total := range []int{1, 2, 3, 7, 40, 1000, -40} {
+		// Negative: ids too long to share the seed's hash block (over 32
+		// bytes), and of varying lengths.
+		long := total < 0
+		total = max(total, -total)
 		ids := make([]string, total)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("task-%05d", i)
+			if long {
+				ids[i] = fmt.Sprintf("%0*d", 20+i, i)
+			}
 		}
 		for seedByte := range 3 {
 			seed := sha256.Sum256([]byte{byte(seedByte)})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # An audit against a full evaluation as whole processes: one round of the
 # reference task (10,000 rows) with an honest miner in submission format 2
-# (claims file) and one in format 1 (rows only); `feval evaluate` and
+# (claims file) and one in format 3 (rows layer and rows index, what
+# `feval commit` packs a plain rows directory as); `feval evaluate` and
 # `feval evaluate --full` of each reveal are timed alternately in the same
 # loop, so load from elsewhere falls on both, and the median of the per-round
 # ratios is printed. A `feval replay` of each audit verdict is timed in the
@@ -66,7 +67,7 @@ rows = [l.split() for l in open(sys.argv[1])]
 print(f"load average at the end: {sys.argv[2]}")
 print("| submission | evaluate (audit) ms | evaluate --full ms | replay of the audit ms | audit / full | replay / full |")
 print("|---|---:|---:|---:|---:|---:|")
-for f, name in (("2", "format 2 (claims file)"), ("1", "format 1 (rows only)")):
+for f, name in (("2", "format 2 (claims file)"), ("1", "format 3 (rows layer, rows index)")):
     rs = [(int(a), int(b), int(p)) for g, a, b, p in rows if g == f]
     med = lambda xs: statistics.median(xs)
     print(f"| {name} | {med([a for a,_,_ in rs]):.0f} | {med([b for _,b,_ in rs]):.0f} | {med([p for *_,p in rs]):.0f} | "

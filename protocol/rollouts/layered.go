@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -25,9 +26,9 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 	if err != nil {
 		return submissionRows{}, err
 	}
-	index, err := cas.ReadAll(ctx, st, ixl, protocol.MaxRowsIndexBytes)
+	index, err := protocol.ReadRowsIndex(ctx, st, ixl)
 	if err != nil {
-		return submissionRows{}, fmt.Errorf("reading rows index: %w", err)
+		return submissionRows{}, err
 	}
 	x, err := gate.ParseRowsIndex(index, gate.RowsIndexLimits{MaxRows: task.Spec.Rows, MaxRowBytes: task.Spec.MaxRowBytes})
 	if err != nil {
@@ -44,7 +45,7 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 		return submissionRows{}, fmt.Errorf("submission rows index: %w: submission.json names rows %q and claims %q, the rows layer is %q",
 			gate.ErrRowsIndex, meta.Rows, meta.Claims, rowsPath)
 	}
-	if err := x.MatchIDs(len(task.Items), func(id []byte) bool { _, ok := task.index[string(id)]; return ok }); err != nil {
+	if err := x.MatchSortedIDs(task.sortedIDs()); err != nil {
 		return submissionRows{}, fmt.Errorf("submission rows index: %w", err)
 	}
 	rewards, counts := x.RewardCounts()
@@ -97,4 +98,16 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 		return row{response: r.Response, claimed: rats[k], claimedText: claim.claimedText}, nil, nil
 	}
 	return submissionRows{n: x.Len(), score: score, get: get, close: closeFn}, nil
+}
+
+// sortedIDs returns the task ids in byte-wise order and their
+// gate.SortedIDsDigest, made once per task (a LoadedTask is shared and never
+// modified; see cache.go).
+func (t *LoadedTask) sortedIDs() ([]string, [32]byte) {
+	t.sortedOnce.Do(func() {
+		t.sorted = t.IDs()
+		slices.Sort(t.sorted)
+		t.sortedDigest = gate.SortedIDsDigest(t.sorted)
+	})
+	return t.sorted, t.sortedDigest
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/feval/feval/internal/strictjson"
 	"github.com/feval/feval/scoring/ifeval"
@@ -65,6 +66,11 @@ type LoadedTask struct {
 	Spec  Spec
 	Items []Item
 	index map[string]int
+	// sorted holds the task ids in byte-wise order and their digest
+	// (gate.SortedIDsDigest), made once (sortedIDs).
+	sorted       []string
+	sortedDigest [32]byte
+	sortedOnce   sync.Once
 }
 
 // ErrTask reports a task directory that does not have the rollouts form.
