@@ -160,7 +160,7 @@ func isParent(dir, file string) bool {
 // ErrSubmissionLayout reports a submission artifact whose layers are not one
 // of the submission layouts (a tree, a file, or the two layers of a rollouts
 // submission in format 3).
-var ErrSubmissionLayout = errors.New("malformed submission layers")
+var ErrSubmissionLayout = fmt.Errorf("%w: submission layers", ErrMalformed)
 
 // IsRowsIndexed reports whether a submission artifact has the layers of a
 // rollouts submission in format 3.

@@ -32,21 +32,21 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 	}
 	x, err := gate.ParseRowsIndex(index, gate.RowsIndexLimits{MaxRows: task.Spec.Rows, MaxRowBytes: task.Spec.MaxRowBytes})
 	if err != nil {
-		return submissionRows{}, fmt.Errorf("submission rows index: %w", err)
+		return submissionRows{}, fmt.Errorf("submission rows index: %w: %w", protocol.ErrMalformed, err)
 	}
 	if x.RowsSize() != rl.Size {
-		return submissionRows{}, fmt.Errorf("submission rows index: %w: it describes %d bytes of rows, the rows layer has %d", gate.ErrRowsIndex, x.RowsSize(), rl.Size)
+		return submissionRows{}, fmt.Errorf("submission rows index: %w: %w: it describes %d bytes of rows, the rows layer has %d", protocol.ErrMalformed, gate.ErrRowsIndex, x.RowsSize(), rl.Size)
 	}
 	meta, vs := gate.ParseRolloutSubmission(x.Meta())
 	switch {
 	case len(vs) > 0:
-		return submissionRows{}, fmt.Errorf("submission.json: %s", vs[0])
+		return submissionRows{}, fmt.Errorf("%w: submission.json: %s", protocol.ErrMalformed, vs[0])
 	case meta.Rows != rowsPath || meta.Claims != "":
-		return submissionRows{}, fmt.Errorf("submission rows index: %w: submission.json names rows %q and claims %q, the rows layer is %q",
-			gate.ErrRowsIndex, meta.Rows, meta.Claims, rowsPath)
+		return submissionRows{}, fmt.Errorf("submission rows index: %w: %w: submission.json names rows %q and claims %q, the rows layer is %q",
+			protocol.ErrMalformed, gate.ErrRowsIndex, meta.Rows, meta.Claims, rowsPath)
 	}
 	if err := x.MatchSortedIDs(task.sortedIDs()); err != nil {
-		return submissionRows{}, fmt.Errorf("submission rows index: %w", err)
+		return submissionRows{}, fmt.Errorf("submission rows index: %w: %w", protocol.ErrMalformed, err)
 	}
 	rewards, counts := x.RewardCounts()
 	rats := make([]*big.Rat, len(rewards))

@@ -213,8 +213,8 @@ func TestLayeredHostileIndex(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			refs := e.writeLayered(t, c.index, c.rows)
 			_, err := rollouts.Decide(e.ctx, e.l, refs, e.entry, rollouts.Params{Beacon: rollouts.Beacon{Source: "s", Value: "v"}})
-			if !errors.Is(err, gate.ErrRowsIndex) {
-				t.Fatalf("got %v, want ErrRowsIndex", err)
+			if !errors.Is(err, gate.ErrRowsIndex) || !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("got %v, want ErrRowsIndex and ErrMalformed (a rejected input, exit 6)", err)
 			}
 		})
 	}
