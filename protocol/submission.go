@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing/fstest"
 	"time"
 
@@ -236,6 +237,7 @@ type indexedTree struct {
 	rowsSize int64
 	index    []byte
 	load     func() ([]byte, error)
+	mu       sync.Mutex // guards rows
 	rows     []byte
 }
 
@@ -245,6 +247,8 @@ func (t *indexedTree) Open(name string) (fs.File, error) {
 	if name != t.rowsPath {
 		return t.m.Open(name)
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.rows == nil {
 		b, err := t.load()
 		if err != nil {
