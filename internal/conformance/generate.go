@@ -112,7 +112,7 @@ func ParseHeader(name string, b []byte) (Vector, error) {
 
 // Key names: the task owner, the miners, the validator whose verdicts the
 // vectors hold, and another key nobody trusts.
-var keyNames = []string{"owner", "miner-honest", "miner-inflated", "miner-undetermined", "miner-gate", "validator", "other"}
+var keyNames = []string{"owner", "miner-honest", "miner-inflated", "miner-undetermined", "miner-gate", "miner-format1", "miner-format2", "validator", "other"}
 
 // key derives a fixed P-256 key from its name (a scalar below the group
 // order: SHA-256 of a domain tag and the name, counter appended until it is).
@@ -179,10 +179,14 @@ type windows struct {
 // timeWindows close commits just before the published drand round.
 var timeWindows = windows{drandCommitUntil, revealUntil, observation(commitSeen), observation(revealSeen)}
 
-// miner is one conformance miner: its key name and its rows.
+// miner is one conformance miner: its key name, its rows and the
+// submission format its directory makes (0: what pack makes of a plain rows
+// directory, format 3; 1: a rows file whose last line has no line feed,
+// which cannot be indexed and stays a tree; 2: with a claims file).
 type miner struct {
-	name string
-	rows func(items []rollouts.Item) []row
+	name   string
+	rows   func(items []rollouts.Item) []row
+	format int
 }
 
 type row struct{ taskID, response, claimed string }
@@ -249,7 +253,7 @@ func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.
 	commitments := map[string]string{}
 	for _, m := range miners {
 		sub := filepath.Join(dir, m.name)
-		if err := writeSubmission(sub, m.rows(items)); err != nil {
+		if err := writeSubmission(sub, m.rows(items), m.format); err != nil {
 			return nil, err
 		}
 		c, err := protocol.Commit(ctx, work, g.keys[m.name], f.round, sub, "", saltReader(m.name))
@@ -290,13 +294,20 @@ func atHeight(t string, h int64) protocol.Observation {
 	return o
 }
 
-// writeSubmission writes a rollouts submission: submission.json and rows.jsonl.
-func writeSubmission(dir string, rows []row) error {
+// writeSubmission writes a rollouts submission: submission.json and
+// rows.jsonl, and for format 2 claims.tsv (see miner).
+func writeSubmission(dir string, rows []row, format int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	meta := `{"model_revision":"0123456789abcdef0123456789abcdef01234567","rows":"rows.jsonl"}` + "\n"
-	var b bytes.Buffer
+	switch format {
+	case 1:
+		meta = `{"model_revision":"1123456789abcdef0123456789abcdef01234567","rows":"rows.jsonl"}` + "\n"
+	case 2:
+		meta = `{"claims":"claims.tsv","model_revision":"2123456789abcdef0123456789abcdef01234567","rows":"rows.jsonl"}` + "\n"
+	}
+	var b, claims bytes.Buffer
 	for _, r := range rows {
 		line, err := bundle.Canonical(map[string]string{"task_id": r.taskID, "response": r.response, "reward_claimed": r.claimed})
 		if err != nil {
@@ -304,11 +315,21 @@ func writeSubmission(dir string, rows []row) error {
 		}
 		b.Write(line)
 		b.WriteByte('\n')
+		fmt.Fprintf(&claims, "%s\t%s\n", r.taskID, r.claimed)
+	}
+	rowsData := b.Bytes()
+	switch format {
+	case 1:
+		rowsData = bytes.TrimSuffix(rowsData, []byte("\n"))
+	case 2:
+		if err := os.WriteFile(filepath.Join(dir, "claims.tsv"), claims.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "submission.json"), []byte(meta), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "rows.jsonl"), b.Bytes(), 0o644)
+	return os.WriteFile(filepath.Join(dir, "rows.jsonl"), rowsData, 0o644)
 }
 
 // evaluate has the validator evaluate a miner's reveal.

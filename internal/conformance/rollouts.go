@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -23,7 +25,11 @@ func conformanceSpec(items []rollouts.Item, auditRows int) rollouts.Spec {
 
 // The conformance miners.
 var (
-	honest = miner{"miner-honest", honestRows}
+	honest = miner{"miner-honest", honestRows, 0}
+	// format1 and format2 are honest miners whose directories pack in the
+	// earlier submission formats (a tree without and with a claims file).
+	format1 = miner{"miner-format1", honestRows, 1}
+	format2 = miner{"miner-format2", honestRows, 2}
 	// inflated claims 1 on every row.
 	inflated = miner{"miner-inflated", func(items []rollouts.Item) []row {
 		rows := honestRows(items)
@@ -31,7 +37,7 @@ var (
 			rows[i].claimed = "1"
 		}
 		return rows
-	}}
+	}, 0}
 	// undetermined answers math-10 with a value the checker cannot decide.
 	undetermined = miner{"miner-undetermined", func(items []rollouts.Item) []row {
 		rows := honestRows(items)
@@ -41,19 +47,19 @@ var (
 			}
 		}
 		return rows
-	}}
+	}, 0}
 	// gate writes one reward unreduced, which the rollouts gate refuses.
 	gateMiner = miner{"miner-gate", func(items []rollouts.Item) []row {
 		rows := honestRows(items)
 		rows[len(rows)-1].claimed = "4/6"
 		return rows
-	}}
+	}, 0}
 )
 
 // rollouts generates the vectors of the rollouts protocol.
 func (g *generator) rollouts() error {
 	items := conformanceItems()
-	f, err := g.newFamily("main", conformanceSpec(items, 5), items, timeWindows, []miner{honest, inflated, undetermined, gateMiner})
+	f, err := g.newFamily("main", conformanceSpec(items, 5), items, timeWindows, []miner{honest, inflated, undetermined, gateMiner, format1, format2})
 	if err != nil {
 		return err
 	}
@@ -75,6 +81,8 @@ func (g *generator) rollouts() error {
 		{"rollouts-undetermined", "a full audit with one row the math rules cannot decide: undetermined (the row has no recomputed reward)", undetermined.name, drand, true, rollouts.StatusUndetermined},
 		{"rollouts-gate-failed", "a submission with an unreduced claimed reward: rejected by the gate, no audit", gateMiner.name, drand, false, rollouts.StatusRejected},
 		{"rollouts-honest-full", "a full audit of the honest submission: passed", honest.name, drand, true, rollouts.StatusPassed},
+		{"rollouts-format1-passed", "an honest submission in format 1 (a tree: its rows file's last line has no line feed, so it cannot be indexed), audited: passed", format1.name, drand, false, rollouts.StatusPassed},
+		{"rollouts-format2-passed", "an honest submission in format 2 (a tree with a claims file), audited: passed", format2.name, drand, false, rollouts.StatusPassed},
 	}
 	outs := map[string]evaluate.Outcome{}
 	for _, gd := range goods {
@@ -95,6 +103,11 @@ func (g *generator) rollouts() error {
 		}
 	}
 
+	for name, want := range map[string]int{"rollouts-passed-drand": 3, "rollouts-format1-passed": 1, "rollouts-format2-passed": 2} {
+		if got, err := f.submissionFormat(rv(outs[name]).Submission); err != nil || got != want {
+			return fmt.Errorf("%s: submission in format %d (%v), the vector needs format %d", name, got, err, want)
+		}
+	}
 	passed := outs["rollouts-passed-drand"]
 	full := outs["rollouts-honest-full"]
 	type forged struct {
@@ -487,3 +500,32 @@ func (f *family) revealWithSalt(minerName, salt string) (ocispec.Descriptor, err
 
 // rv is the rollouts verdict of an evaluation's outcome.
 func rv(o evaluate.Outcome) rollouts.Verdict { return o.Verdict.(rollouts.Verdict) }
+
+// submissionFormat tells the rollouts submission format of a stored
+// submission: 3 (rows index and rows layer), 2 (a tree with a claims file)
+// or 1 (a tree).
+func (f *family) submissionFormat(sub digest.Digest) (int, error) {
+	desc, err := f.work.Resolve(f.g.ctx, sub.String())
+	if err != nil {
+		return 0, err
+	}
+	art, err := bundle.Load(f.g.ctx, f.work, desc)
+	if err != nil {
+		return 0, err
+	}
+	if protocol.IsRowsIndexed(art) {
+		return 3, nil
+	}
+	fsys, err := protocol.LoadSubmissionFS(f.g.ctx, f.work, art)
+	if err != nil {
+		return 0, err
+	}
+	meta, err := fs.ReadFile(fsys, "submission.json")
+	if err != nil {
+		return 0, err
+	}
+	if sub, vs := gate.ParseRolloutSubmission(meta); len(vs) == 0 && sub.Claims != "" {
+		return 2, nil
+	}
+	return 1, nil
+}
