@@ -11,6 +11,7 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/gate"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 const (
@@ -189,4 +190,54 @@ func TestReadRowsIndexVerifies(t *testing.T) {
 	if _, err := ReadRowsIndex(ctx, l, ixl); !errors.Is(err, cas.ErrDigestMismatch) {
 		t.Errorf("damaged: %v", err)
 	}
+}
+
+// TestRevealChecksFormat3: the reveal checks read a format-3 submission
+// through its index: an honest one is accepted, the same rows and
+// submission.json under another key are a copy (the index digest is the
+// content identity), and layers that are not a rows index are malformed.
+func TestRevealChecksFormat3(t *testing.T) {
+	f := newRoundFixture(t)
+	alice, bob, carol := newSigner(t), newSigner(t), newSigner(t)
+	dir := writeTree(t, map[string]string{"submission.json": subMeta, "rows.jsonl": subRows})
+	pa, err := PackSubmission(f.ctx, f.l, alice, dir, bundle.PackOptions{Kind: KindSubmission})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secA := f.commitArtifact(alice, pa.Artifact, "2026-11-30T09:00:00Z")
+	art, err := bundle.Load(f.ctx, f.l, pa.Artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec bundle.ContentRecord
+	if err := art.Decode(&rec); err != nil {
+		t.Fatal(err)
+	}
+	// bob signs the same layers under another creation time: another
+	// manifest, the same content.
+	copied, err := bundle.WriteSigned(f.ctx, f.l, bob, bundle.Artifact{Kind: KindSubmission, Record: rec, Layers: art.Payloads, Created: "2026-11-30T00:00:00Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secB := f.commitArtifact(bob, copied, beforeClose)
+	// carol's index layer is not an index.
+	junk, err := bundle.PushBytes(f.ctx, f.l, bundle.MediaTypeRowsIndex, []byte("FVRIDX01 but nothing after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk.Annotations = map[string]string{bundle.AnnotationContentDigest: junk.Digest.String(), bundle.AnnotationContentSize: "26", "org.opencontainers.image.title": RowsIndexTitle}
+	bad, err := bundle.WriteSigned(f.ctx, f.l, carol, bundle.Artifact{Kind: KindSubmission,
+		Record: bundle.ContentRecord{Content: bundle.Content{Type: ContentTypeRollouts, Digest: junk.Digest, Size: junk.Size}},
+		Layers: []ocispec.Descriptor{junk, art.Payloads[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secC := f.commitArtifact(carol, bad, beforeClose)
+	revA := f.honest(alice, secA, laterStill)
+	revB := f.reveal(bob, secB, "", laterStill)
+	revC := f.reveal(carol, secC, "", laterStill)
+	rep := f.check(laterStill)
+	want(t, rep, revA, StatusAccepted, "")
+	want(t, rep, revB, StatusRejected, ReasonCopy)
+	want(t, rep, revC, StatusRejected, ReasonMalformed)
 }
