@@ -7,7 +7,9 @@ for ECDSA, and the system's libzstd (through ctypes) to read tree layers.
 It reads a conformance directory (testdata/conformance), checks every vector's
 store, signatures, beacon derivation, reveal checks, audit sample, claimed
 score and rewards, rebuilds the verdict byte for byte, and compares its outcome
-with the vector's header. In scope: the rollouts protocol; math rows whose
+with the vector's header. Rollouts submissions are read in the three formats of
+PROTOCOL.md §6: a tree (1), a tree with a claims file (2), and a rows index
+with a rows layer read by range (3). In scope: the rollouts protocol; math rows whose
 reference and answer are plain numbers in one \\boxed{}; instruction rows of
 five IFEval types. A vector that needs anything else (a BLS check of a drand
 signature, another math form or instruction type, the gate's exact findings)
