@@ -102,12 +102,23 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 
 // sortedIDs returns the task ids in byte-wise order and their
 // gate.SortedIDsDigest, made once per task (a LoadedTask is shared and never
-// modified; see cache.go).
+// modified after LoadTask; see cache.go).
 func (t *LoadedTask) sortedIDs() ([]string, [32]byte) {
+	t.sortOnce()
+	return t.sorted, t.sortedDigest
+}
+
+// idList is IDs made once per task; callers must not modify it.
+func (t *LoadedTask) idList() []string {
+	t.sortOnce()
+	return t.ids
+}
+
+func (t *LoadedTask) sortOnce() {
 	t.sortedOnce.Do(func() {
-		t.sorted = t.IDs()
+		t.ids = t.IDs()
+		t.sorted = slices.Clone(t.ids)
 		slices.Sort(t.sorted)
 		t.sortedDigest = gate.SortedIDsDigest(t.sorted)
 	})
-	return t.sorted, t.sortedDigest
 }

@@ -66,8 +66,10 @@ type LoadedTask struct {
 	Spec  Spec
 	Items []Item
 	index map[string]int
-	// sorted holds the task ids in byte-wise order and their digest
-	// (gate.SortedIDsDigest), made once (sortedIDs).
+	// ids holds the task ids in file order, sorted the same ids in
+	// byte-wise order and sortedDigest their gate.SortedIDsDigest, made
+	// once (sortedIDs, idList).
+	ids          []string
 	sorted       []string
 	sortedDigest [32]byte
 	sortedOnce   sync.Once

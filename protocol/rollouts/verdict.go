@@ -260,7 +260,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	v.ClaimedScore = FormatReward(rows.score)
 	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
 	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Rows: []AuditRow{}, Mismatches: []string{}, Undetermined: []string{}}
-	ids := task.IDs()
+	ids := task.idList() // shared: read only
 	if !p.Full {
 		ids = scoring.SampleRows(seed, ids, task.Spec.AuditRows)
 	}
