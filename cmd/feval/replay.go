@@ -73,8 +73,9 @@ func replayCommand(a *appEnv) *cli.Command {
 					return err
 				}
 			}
-			opts := evaluate.Options{Retrain: c.Bool("retrain"), VerifyOnly: c.Bool("verify-only")}
-			one := func(a *appEnv, ref string) error { return a.replayOne(c.Context, out, l, src, ref, trusted, opts) }
+			// One session: the inputs the verdicts share are verified once.
+			session := replay.NewSession(l, trusted, evaluate.Options{Retrain: c.Bool("retrain"), VerifyOnly: c.Bool("verify-only")})
+			one := func(a *appEnv, ref string) error { return a.replayOne(c.Context, out, l, src, ref, trusted, session) }
 			if c.NArg() == 1 {
 				return one(a, c.Args().First())
 			}
@@ -124,7 +125,7 @@ func replayCommand(a *appEnv) *cli.Command {
 
 // replayOne replays one verdict or consensus record and renders the result
 // on a's stdout; a replay that differs is a renderedError.
-func (a *appEnv) replayOne(ctx context.Context, out *outputOptions, l *cas.Layout, src *cas.Remote, ref string, trusted []*bundle.PublicKey, opts evaluate.Options) error {
+func (a *appEnv) replayOne(ctx context.Context, out *outputOptions, l *cas.Layout, src *cas.Remote, ref string, trusted []*bundle.PublicKey, session *replay.Session) error {
 	var desc ociDesc
 	var err error
 	if src != nil {
@@ -142,7 +143,7 @@ func (a *appEnv) replayOne(ctx context.Context, out *outputOptions, l *cas.Layou
 	} else if ok, err := a.replayConsensus(ctx, out, l, nil, desc, trusted); ok || err != nil {
 		return err
 	}
-	res, err := replay.RunWith(ctx, l, desc, trusted, opts)
+	res, err := session.Run(ctx, desc)
 	if err != nil {
 		return err
 	}
