@@ -253,7 +253,9 @@ echo "## Model-sized artifacts: pack, push and pull of a generated model tree"
 echo
 echo "## Rollouts: scoring and audits (one core)"
 go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/rollouts/
-echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds)"
+echo "## Rollouts: parsing the reference task once (a process's fixed cost)"
+go test -run '^$' -bench 'LoadTask' -benchtime 10x -cpu 1 ./protocol/rollouts/
+echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds): a round of 8 miners in one process, and one reveal alone"
 BENCH_RUNS=3 ./scripts/bench-audit.sh
 
 echo
