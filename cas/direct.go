@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -38,6 +39,7 @@ func (l *Layout) StageBlobDirect(mediaType string, fill func(w io.Writer) error)
 	}
 	h := digest.SHA256.Digester()
 	dw := newDirectWriter(tmp, h.Hash())
+	defer dw.release()
 	if err := fill(dw); err != nil {
 		return fail(err)
 	}
@@ -61,13 +63,29 @@ type directWriter struct {
 	size   int64  // bytes hashed and written
 }
 
+// directBufs keeps aligned buffers for reuse: a model of many small files
+// would otherwise allocate and clear directChunk bytes per file.
+var directBufs sync.Pool
+
 func newDirectWriter(f *os.File, h hash.Hash) *directWriter {
-	raw := make([]byte, directChunk+directAlign)
-	off := 0
-	if r := int(alignOf(raw)); r != 0 {
-		off = directAlign - r
+	buf, ok := directBufs.Get().(*[]byte)
+	if !ok {
+		raw := make([]byte, directChunk+directAlign)
+		off := 0
+		if r := int(alignOf(raw)); r != 0 {
+			off = directAlign - r
+		}
+		b := raw[off : off+directChunk]
+		buf = &b
 	}
-	return &directWriter{f: f, h: h, direct: setDirect(f, true), buf: raw[off : off+directChunk]}
+	return &directWriter{f: f, h: h, direct: setDirect(f, true), buf: *buf}
+}
+
+// release gives the buffer back; w is not used after.
+func (w *directWriter) release() {
+	b := w.buf
+	w.buf = nil
+	directBufs.Put(&b)
 }
 
 func (w *directWriter) Write(p []byte) (int, error) {
