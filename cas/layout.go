@@ -289,6 +289,23 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 	return nil
 }
 
+// stageManifest writes a manifest's bytes without listing the manifest: a
+// later Push finds them in place and lists it (cas.Copy writes manifests
+// alongside blobs and lists them once the whole graph has arrived).
+func (l *Layout) stageManifest(desc ocispec.Descriptor, raw []byte) error {
+	if err := checkDigest(desc); err != nil {
+		return err
+	}
+	if desc.Size > MaxManifestSize {
+		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
+	}
+	target := l.blobPath(desc.Digest)
+	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() == desc.Size {
+		return nil
+	}
+	return l.ingest(desc, bytes.NewReader(raw), target)
+}
+
 func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) error {
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,8 +74,11 @@ func (r *recorder) take(sub string) []string {
 
 // TestPushTagsWithManifestAndPullResolvesInOneGet checks the requests of a
 // tagged push and a pull: the root manifest arrives under its tag in one PUT
-// (no PUT by digest, no read of the tag), a tag resolves with one GET whose
-// manifest the copy then reuses, and blobs download concurrently.
+// (no PUT by digest, no read of the tag) after the fallback index lists its
+// referrers; a referrer's read-back lists the referrer tags and reads its own
+// tag, nothing else; a tag resolves with one GET whose manifest the copy then
+// reuses; blobs download concurrently, and while referrers are still being
+// discovered.
 func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	reg := testenv.StartRegistry(t)
 	rec, addr := startRecorder(t, reg)
@@ -83,8 +87,25 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if _, err := cas.Copy(ctx, src, openVia(t, addr, "req/a", cas.RemoteOptions{}), root, cas.CopyOptions{Referrers: true, Tag: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.take("/manifests/v1"); len(got) != 1 || got[0] != "PUT /v2/req/a/manifests/v1" {
+	push := rec.take("/v2/req/a/")
+	t.Logf("requests of the push: %q", push)
+	if got := matching(push, "/manifests/v1"); len(got) != 1 || got[0] != "PUT /v2/req/a/manifests/v1" {
 		t.Fatalf("requests for the tag during push = %q, want one PUT", got)
+	}
+	// 4 blobs (HEAD, POST, PUT each), the Referrers API probe, for each of the
+	// two referrers its PUT under its referrer tag, the read-back (tag list,
+	// GET of its tag) and the fallback index (GET, PUT, GET to check), and the
+	// tagged root.
+	fallback := "/manifests/sha256-" + root.Digest.Encoded()
+	if len(push) != 26 || len(matching(push, "/referrers/")) != 1 || len(matching(push, "/tags/list")) != 2 ||
+		len(matching(push, fallback+".")) != 4 || len(matching(push, "HEAD ")) != 4 {
+		t.Fatalf("the push made %d requests, want 26 (see the test): %q", len(push), push)
+	}
+	tagAt := slices.Index(push, "PUT /v2/req/a/manifests/v1")
+	for i, r := range push {
+		if r == "PUT /v2/req/a"+fallback && i > tagAt {
+			t.Fatalf("the fallback index was written after the root: %q", push)
+		}
 	}
 	r := openVia(t, addr, "req/a", cas.RemoteOptions{})
 	desc, err := r.Resolve(ctx, "v1")
@@ -104,8 +125,9 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if _, err := cas.Copy(ctx, r, dst, desc, cas.CopyOptions{Referrers: true}); err != nil {
 		t.Fatal(err)
 	}
-	mans := rec.take("/manifests/")
-	t.Logf("manifest requests of the pull: %q", mans)
+	pull := rec.take("/v2/req/a/")
+	t.Logf("requests of the pull: %q", pull)
+	mans := matching(pull, "/manifests/")
 	for _, m := range mans {
 		if strings.HasSuffix(m, root.Digest.String()) {
 			t.Fatalf("the pull fetched the resolved manifest again: %q", mans)
@@ -115,6 +137,20 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	// each referrer once (not once by the index and again by its tag).
 	if len(mans) != 5 {
 		t.Fatalf("the pull made %d manifest requests, want 5: %q", len(mans), mans)
+	}
+	// With the probe, a tag listing for each of the three manifests, and 4 blobs.
+	if len(pull) != 13 {
+		t.Fatalf("the pull made %d requests, want 13: %q", len(pull), pull)
+	}
+	firstBlob := slices.IndexFunc(pull, func(r string) bool { return strings.Contains(r, "/blobs/") })
+	lastListing := -1
+	for i, r := range pull {
+		if strings.Contains(r, "/tags/list") {
+			lastListing = i
+		}
+	}
+	if firstBlob < 0 || firstBlob > lastListing {
+		t.Fatalf("no blob download started before referrer discovery ended: %q", pull)
 	}
 	if rec.maxBlobs < 2 {
 		t.Fatalf("at most %d blob downloads were in flight at once, want concurrent downloads", rec.maxBlobs)
@@ -138,4 +174,15 @@ func TestResolveByDigest(t *testing.T) {
 	if err != nil || desc.Digest != root.Digest {
 		t.Fatalf("resolve by digest = %v, %v", desc.Digest, err)
 	}
+}
+
+// matching returns the requests whose path contains sub.
+func matching(reqs []string, sub string) []string {
+	var out []string
+	for _, r := range reqs {
+		if strings.Contains(r, sub) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
