@@ -326,7 +326,9 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 		tmp.Close()
 		return err
 	}
-	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, ioBuffer)); err != nil {
+	// A small blob gets a small buffer: a pull of many small blobs would
+	// otherwise allocate (and the runtime zero and collect) ioBuffer each.
+	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, min(ioBuffer, max(desc.Size+1, 512)))); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}

@@ -110,10 +110,11 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 			// Close pooled connections before their pending read times out.
 			IdleConnTimeout:     idle / 2,
 			MaxIdleConnsPerHost: 8,
-			// Blobs are large: move them in large writes and reads, not the
-			// 4 KiB default (a million write calls for a 4 GiB model).
-			WriteBufferSize: ioBuffer,
-			ReadBufferSize:  ioBuffer,
+			// Larger than the 4 KiB default (a million write calls for a
+			// 4 GiB model), but allocated per connection, and a copy opens
+			// several: 64 KiB. Reads into the copy's larger buffers bypass it.
+			WriteBufferSize: connBuffer,
+			ReadBufferSize:  connBuffer,
 		}},
 		Cache: auth.NewCache(),
 	}
@@ -129,6 +130,9 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 	return &Remote{repo: repo, ref: ref, deadline: opts.Deadline, manifest: map[digest.Digest][]byte{},
 		indexing: map[digest.Digest]*sync.WaitGroup{}}, nil
 }
+
+// connBuffer is the read and write buffer of each registry connection.
+const connBuffer = 64 << 10
 
 func isLoopback(hostport string) bool {
 	host := hostport

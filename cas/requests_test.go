@@ -1,12 +1,15 @@
 package cas_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/internal/testenv"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // recorder is a reverse proxy in front of the test registry that logs every
@@ -185,4 +190,30 @@ func matching(reqs []string, sub string) []string {
 		}
 	}
 	return out
+}
+
+// TestSmallBlobPushAllocatesLittle: writing a small blob into a layout sizes
+// its copy buffer by the blob, so a pull of many small blobs does not allocate
+// (and collect) a full transfer buffer for each.
+func TestSmallBlobPushAllocatesLittle(t *testing.T) {
+	l, err := cas.Init(filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var perPush []uint64
+	for i := range 5 {
+		b := []byte(fmt.Sprintf("small blob %d", i))
+		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(b), Size: int64(len(b))}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := l.Push(ctx, desc, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		perPush = append(perPush, after.TotalAlloc-before.TotalAlloc)
+	}
+	if m := slices.Min(perPush); m > 32<<10 {
+		t.Fatalf("pushing a 12-byte blob allocated at least %d bytes, want under 32 KiB (%v)", m, perPush)
+	}
 }
