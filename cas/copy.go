@@ -102,7 +102,11 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	stager, staged := dst.(stagingStore)
 	m := &mover{ctx: ctx, cancel: cancel, src: src, dst: dst, prog: prog,
 		sem: make(chan struct{}, Parallel), checks: make(chan struct{}, parallelChecks)}
-	p := &planner{ctx: ctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}, blob: m.blob}
+	wctx := ctx
+	if opts.Referrers {
+		wctx = withWalk(ctx)
+	}
+	p := &planner{ctx: wctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}, blob: m.blob}
 	if staged {
 		p.manifest = func(d ocispec.Descriptor, raw []byte) { m.manifest(stager, d, raw) }
 	}

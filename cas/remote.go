@@ -55,7 +55,21 @@ type Remote struct {
 	// subject); settle and Close wait for the updates to end (background).
 	indexing   map[digest.Digest]*sync.WaitGroup
 	background sync.WaitGroup
+	// Referrer listings started ahead of a walk that will ask for them (see
+	// walkReferrers), by subject; each is taken by the first Referrers call.
+	ahead map[digest.Digest]*listing
 }
+
+// listing is a referrer listing running in the background.
+type listing struct {
+	done chan struct{}
+	refs []ocispec.Descriptor
+	err  error
+}
+
+// maxAhead bounds the listings one listing starts ahead of the walk (a
+// registry cannot make a walk ask for more than its candidates' listings).
+const maxAhead = 16
 
 // RemoteOptions configures access to a registry.
 type RemoteOptions struct {
@@ -128,7 +142,7 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 	// indexes them keeps it from maintaining the read-modify-write fallback index.
 	_ = repo.SetReferrersCapability(true)
 	return &Remote{repo: repo, ref: ref, deadline: opts.Deadline, manifest: map[digest.Digest][]byte{},
-		indexing: map[digest.Digest]*sync.WaitGroup{}}, nil
+		indexing: map[digest.Digest]*sync.WaitGroup{}, ahead: map[digest.Digest]*listing{}}, nil
 }
 
 // connBuffer is the read and write buffer of each registry connection.
@@ -667,9 +681,25 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 	if err := ValidateDescriptor(subject); err != nil {
 		return nil, err
 	}
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	all, err := r.referrers(ctx, subject)
+	r.mu.Lock()
+	l := r.ahead[subject.Digest]
+	delete(r.ahead, subject.Digest)
+	r.mu.Unlock()
+	var all []ocispec.Descriptor
+	var err error
+	if l != nil {
+		select {
+		case <-l.done:
+			all, err = l.refs, l.err
+		case <-ctx.Done():
+			return nil, r.wrap(subject.Digest.String(), ctx.Err())
+		}
+	}
+	if l == nil || err != nil {
+		ctx, cancel := r.ctx(ctx)
+		defer cancel()
+		all, err = r.referrers(ctx, subject)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -729,6 +759,15 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 	}
 	if err != nil {
 		return nil, err
+	}
+	if walking(ctx) && len(cands) <= maxAhead {
+		// The walk will ask for the referrers of each referrer: list them
+		// while the candidates themselves are read.
+		for _, c := range cands {
+			if ValidateDescriptor(c) == nil && IsManifest(c.MediaType) {
+				r.listAhead(ctx, c)
+			}
+		}
 	}
 	// What to read: each candidate by digest, then each referrer tag that no
 	// candidate already accounts for (a tag names its referrer by the first
@@ -816,6 +855,35 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
 	return out, nil
+}
+
+type walkKey struct{}
+
+// withWalk marks ctx as that of a walk that lists the referrers of every
+// referrer it finds (Copy with Referrers): a Remote then starts those listings
+// while it reads the referrers themselves. Listings started this way do not
+// start more.
+func withWalk(ctx context.Context) context.Context { return context.WithValue(ctx, walkKey{}, true) }
+
+func walking(ctx context.Context) bool { v, _ := ctx.Value(walkKey{}).(bool); return v }
+
+// listAhead starts listing the referrers of subject in the background, unless
+// a listing of it is already waiting.
+func (r *Remote) listAhead(ctx context.Context, subject ocispec.Descriptor) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ahead[subject.Digest] != nil {
+		return
+	}
+	l := &listing{done: make(chan struct{})}
+	r.ahead[subject.Digest] = l
+	// Not cancelled with the listing that started it, and not walking.
+	ctx, cancel := r.ctx(context.WithValue(context.WithoutCancel(ctx), walkKey{}, false))
+	go func() {
+		defer cancel()
+		defer close(l.done)
+		l.refs, l.err = r.referrers(ctx, subject)
+	}()
 }
 
 // parallel runs do on every item, Parallel at a time.

@@ -23,13 +23,19 @@ import (
 )
 
 // recorder is a reverse proxy in front of the test registry that logs every
-// request and the most blob downloads it saw in flight at once. Blob GETs are
-// held for a moment so that overlapping downloads show.
+// request and the most blob downloads it saw in flight at once. Blob GETs and
+// manifest GETs by digest are held for a moment so that overlapping requests
+// show; listings and blobs record, for each tag listing and blob download
+// since the last take, how many manifest GETs by digest had been answered when
+// it arrived.
 type recorder struct {
 	mu       sync.Mutex
 	log      []string
 	inFlight int
 	maxBlobs int
+	answered int
+	listings []int
+	blobs    []int // the same for each blob download
 }
 
 func startRecorder(t *testing.T, reg *testenv.Registry) (*recorder, string) {
@@ -42,22 +48,32 @@ func startRecorder(t *testing.T, reg *testenv.Registry) (*recorder, string) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		blob := r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/")
+		byDigest := r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/sha256:")
 		rec.mu.Lock()
 		rec.log = append(rec.log, r.Method+" "+r.URL.Path)
 		if blob {
 			rec.inFlight++
 			rec.maxBlobs = max(rec.maxBlobs, rec.inFlight)
 		}
-		rec.mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/tags/list") {
+			rec.listings = append(rec.listings, rec.answered)
+		}
 		if blob {
+			rec.blobs = append(rec.blobs, rec.answered)
+		}
+		rec.mu.Unlock()
+		if blob || byDigest {
 			time.Sleep(100 * time.Millisecond)
 		}
 		proxy.ServeHTTP(w, r)
+		rec.mu.Lock()
 		if blob {
-			rec.mu.Lock()
 			rec.inFlight--
-			rec.mu.Unlock()
 		}
+		if byDigest {
+			rec.answered++
+		}
+		rec.mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
 	return rec, strings.TrimPrefix(srv.URL, "http://")
@@ -73,7 +89,7 @@ func (r *recorder) take(sub string) []string {
 			out = append(out, l)
 		}
 	}
-	r.log = nil
+	r.log, r.listings, r.blobs, r.answered = nil, nil, nil, 0
 	return out
 }
 
@@ -130,6 +146,9 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if _, err := cas.Copy(ctx, r, dst, desc, cas.CopyOptions{Referrers: true}); err != nil {
 		t.Fatal(err)
 	}
+	rec.mu.Lock()
+	listings, blobs := rec.listings, rec.blobs
+	rec.mu.Unlock()
 	pull := rec.take("/v2/req/a/")
 	t.Logf("requests of the pull: %q", pull)
 	mans := matching(pull, "/manifests/")
@@ -147,18 +166,22 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if len(pull) != 13 {
 		t.Fatalf("the pull made %d requests, want 13: %q", len(pull), pull)
 	}
-	firstBlob := slices.IndexFunc(pull, func(r string) bool { return strings.Contains(r, "/blobs/") })
-	lastListing := -1
-	for i, r := range pull {
-		if strings.Contains(r, "/tags/list") {
-			lastListing = i
+	// The root's blobs download while its referrers are being read.
+	if len(blobs) == 0 || slices.Min(blobs) >= 2 {
+		t.Fatalf("blob downloads started after %v referrer manifests had been answered, want one before both: %q", blobs, pull)
+	}
+	// The referrers of each referrer are listed while the referrers
+	// themselves are read, not once they have arrived: all three listings
+	// (the root's and its two referrers') start before both referrers'
+	// manifests are answered.
+	early := 0
+	for _, n := range listings {
+		if n < 2 {
+			early++
 		}
 	}
-	if firstBlob < 0 || firstBlob > lastListing {
-		t.Fatalf("no blob download started before referrer discovery ended: %q", pull)
-	}
-	if rec.maxBlobs < 2 {
-		t.Fatalf("at most %d blob downloads were in flight at once, want concurrent downloads", rec.maxBlobs)
+	if early != 3 {
+		t.Fatalf("tag listings arrived after %v referrer manifests had been answered, want all three before both: %q", listings, pull)
 	}
 	if rep, err := cas.Fsck(ctx, dst, nil); err != nil || len(rep.Findings) > 0 {
 		t.Fatalf("pulled store: %v %v", rep.Findings, err)
