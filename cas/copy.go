@@ -74,6 +74,10 @@ type referrersWarmer interface {
 	warmReferrers(ctx context.Context, subject ocispec.Descriptor)
 }
 
+// walkEnder is a store that keeps referrer listings started ahead of a walk
+// (withWalk) until the walk ends.
+type walkEnder interface{ endWalk() }
+
 // CopyResult lists what a copy moved.
 type CopyResult struct {
 	Manifests []ocispec.Descriptor // every manifest in the copied graph, in push order
@@ -103,8 +107,9 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	m := &mover{ctx: ctx, cancel: cancel, src: src, dst: dst, prog: prog,
 		sem: make(chan struct{}, Parallel), checks: make(chan struct{}, parallelChecks)}
 	wctx := ctx
-	if opts.Referrers {
+	if w, ok := src.(walkEnder); ok && opts.Referrers {
 		wctx = withWalk(ctx)
+		defer w.endWalk()
 	}
 	p := &planner{ctx: wctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}, blob: m.blob}
 	if staged {

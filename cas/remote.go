@@ -56,7 +56,9 @@ type Remote struct {
 	indexing   map[digest.Digest]*sync.WaitGroup
 	background sync.WaitGroup
 	// Referrer listings started ahead of a walk that will ask for them (see
-	// walkReferrers), by subject; each is taken by the first Referrers call.
+	// withWalk), by subject; each is taken by the walk's Referrers call, and
+	// dropped when this Remote pushes a referrer of the subject or the walk
+	// ends.
 	ahead map[digest.Digest]*listing
 }
 
@@ -302,6 +304,11 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 		return err
 	}
 	r.waitIndexing(desc.Digest)
+	if node.Subject != nil {
+		r.mu.Lock()
+		delete(r.ahead, node.Subject.Digest) // a listing taken before this push
+		r.mu.Unlock()
+	}
 	put := func(ref string) error {
 		return retry(ctx, func() error {
 			if err := r.repo.Manifests().PushReference(ctx, desc, bytes.NewReader(b), ref); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
@@ -681,10 +688,13 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 	if err := ValidateDescriptor(subject); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	l := r.ahead[subject.Digest]
-	delete(r.ahead, subject.Digest)
-	r.mu.Unlock()
+	var l *listing
+	if walking(ctx) {
+		r.mu.Lock()
+		l = r.ahead[subject.Digest]
+		delete(r.ahead, subject.Digest)
+		r.mu.Unlock()
+	}
 	var all []ocispec.Descriptor
 	var err error
 	if l != nil {
@@ -866,6 +876,13 @@ type walkKey struct{}
 func withWalk(ctx context.Context) context.Context { return context.WithValue(ctx, walkKey{}, true) }
 
 func walking(ctx context.Context) bool { v, _ := ctx.Value(walkKey{}).(bool); return v }
+
+// endWalk drops the listings started ahead of a walk that has ended.
+func (r *Remote) endWalk() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.ahead)
+}
 
 // listAhead starts listing the referrers of subject in the background, unless
 // a listing of it is already waiting.
