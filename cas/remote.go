@@ -53,7 +53,7 @@ type Remote struct {
 	// Fallback index updates run in the background. A push of a subject
 	// waits until the index lists the subject's new referrers (indexing, by
 	// subject); settle and Close wait for the updates to end (background).
-	indexing   map[digest.Digest]*sync.WaitGroup
+	indexing   map[digest.Digest]*pending
 	background sync.WaitGroup
 	// Referrer listings started ahead of a walk that will ask for them (see
 	// withWalk), by subject; each is taken by the walk's Referrers call, and
@@ -144,7 +144,7 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 	// indexes them keeps it from maintaining the read-modify-write fallback index.
 	_ = repo.SetReferrersCapability(true)
 	return &Remote{repo: repo, ref: ref, deadline: opts.Deadline, manifest: map[digest.Digest][]byte{},
-		indexing: map[digest.Digest]*sync.WaitGroup{}, ahead: map[digest.Digest]*listing{}}, nil
+		indexing: map[digest.Digest]*pending{}, ahead: map[digest.Digest]*listing{}}, nil
 }
 
 // connBuffer is the read and write buffer of each registry connection.
@@ -393,29 +393,43 @@ func fallbackTag(subject digest.Digest) string {
 // up), which releases pushes of subject.
 func (r *Remote) startIndexing(subject digest.Digest, f func(written func())) {
 	r.mu.Lock()
-	wg := r.indexing[subject]
-	if wg == nil {
-		wg = &sync.WaitGroup{}
-		r.indexing[subject] = wg
+	p := r.indexing[subject]
+	if p == nil {
+		p = &pending{done: make(chan struct{})}
+		r.indexing[subject] = p
 	}
-	wg.Add(1)
+	p.n++
 	r.background.Add(1)
 	r.mu.Unlock()
 	go func() {
 		defer r.background.Done()
-		written := sync.OnceFunc(wg.Done)
+		written := sync.OnceFunc(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if p.n--; p.n == 0 {
+				close(p.done)
+				delete(r.indexing, subject)
+			}
+		})
 		defer written()
 		f(written)
 	}()
 }
 
-// waitIndexing waits for the background index updates of subject.
+// pending counts the index updates of one subject not yet written.
+type pending struct {
+	n    int
+	done chan struct{} // closed when n falls to 0
+}
+
+// waitIndexing waits until the index updates of subject started so far are
+// written.
 func (r *Remote) waitIndexing(subject digest.Digest) {
 	r.mu.Lock()
-	wg := r.indexing[subject]
+	p := r.indexing[subject]
 	r.mu.Unlock()
-	if wg != nil {
-		wg.Wait()
+	if p != nil {
+		<-p.done
 	}
 }
 
