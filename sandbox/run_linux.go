@@ -40,7 +40,8 @@ const namespaceFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLO
 // failed (*SetupError), or ctx ended (the error wraps ctx.Err()). When ctx
 // ends, the whole process tree is killed before Run returns.
 //
-// Run re-executes /proc/self/exe as the sandbox init: the binary must call
+// Run starts the sandbox init program (see initPath) where there is one, and
+// otherwise re-executes /proc/self/exe as the init: the binary must call
 // InitIfChild first thing in main.
 func Run(ctx context.Context, spec Spec) (Result, error) {
 	spec = spec.WithDefaults()
@@ -121,6 +122,15 @@ func (r *runner) run(ctx context.Context) (err error) {
 	} else {
 		r.res.Mechanisms = append(r.res.Mechanisms, "seccomp-kill")
 	}
+	cfg.RefuseInotify = kernelRefusesInotify()
+	if cfg.Filter, err = programFilter(cfg.Notify, cfg.RefuseInotify); err != nil {
+		return &SetupError{Stage: "seccomp", Err: err}
+	}
+	cfg.Identity = initIdentity()
+	initProg, err := initPath()
+	if err != nil {
+		return &SetupError{Stage: "find sandbox init", Err: err}
+	}
 	cfg.Landlock = landlockABI() > 0
 
 	r.cg, err = newRunCgroup(discoverCgroups(false), spec.Limits)
@@ -158,8 +168,8 @@ func (r *runner) run(ctx context.Context) (err error) {
 	defer p.closeAll()
 
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{"feval-sandbox-init"},
+		Path:       initProg,
+		Args:       []string{InitProgram},
 		Env:        []string{initEnv + "=run", "GOMAXPROCS=1"},
 		Stdout:     p.stdoutW,
 		Stderr:     p.initErrW,
@@ -252,6 +262,11 @@ loop:
 			}
 			switch ev.Event {
 			case evReady:
+				if ev.Identity != cfg.Identity {
+					setupErr = &SetupError{Stage: "handshake", Err: staleInitError(initProg)}
+					kill()
+					continue
+				}
 				// The program is forked from the init, so it starts in
 				// the run's cgroups; the init waits for the go byte
 				// before forking. Its own start-up ran outside them, at
@@ -303,6 +318,7 @@ loop:
 				}
 			case evExited:
 				end = time.Now()
+				ev.Violation = violationName(ev.Violation)
 				e := ev
 				exited = &e
 				if err := r.finish(ctx, &o, e); err != nil {
@@ -312,6 +328,9 @@ loop:
 				p.controlW = nil
 			case evError:
 				setupErr = &SetupError{Stage: ev.Stage, Err: errors.New(ev.Message)}
+				if ev.Stage == "handshake" {
+					setupErr = &SetupError{Stage: ev.Stage, Err: staleInitError(initProg)}
+				}
 			}
 		case <-setup.C:
 			setupErr = &SetupError{Stage: "start", Err: fmt.Errorf("the sandbox init did not start the program within %v (does main call sandbox.InitIfChild first?)", setupTimeout)}
@@ -376,7 +395,7 @@ loop:
 
 	// The init died without reporting: by the limits, or the sandbox broke.
 	if exited == nil && o.timedOut == "" && o.oomKills == 0 && o.pidsEvents == 0 && setupErr == nil {
-		setupErr = &SetupError{Stage: "init", Err: fmt.Errorf("exited without a report (%v): %s", waitErr, initErr.buf)}
+		setupErr = &SetupError{Stage: "init", Err: fmt.Errorf("%s exited without a report (%v): %s", initProg, waitErr, initErr.buf)}
 	}
 	if setupErr != nil && start.IsZero() {
 		return setupErr

@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -129,6 +131,100 @@ func seccompProgram(violation seccomp.Action, refuseInotify bool) ([]unix.SockFi
 	return out, nil
 }
 
+// encodeFilter returns prog as raw struct sock_filter bytes in the host's
+// byte order.
+func encodeFilter(prog []unix.SockFilter) []byte {
+	out := make([]byte, 0, 8*len(prog))
+	for _, f := range prog {
+		out = binary.NativeEndian.AppendUint16(out, f.Code)
+		out = append(out, f.Jt, f.Jf)
+		out = binary.NativeEndian.AppendUint32(out, f.K)
+	}
+	return out
+}
+
+// decodeFilter is the inverse of encodeFilter.
+func decodeFilter(b []byte) ([]unix.SockFilter, error) {
+	if len(b) == 0 || len(b)%8 != 0 || len(b)/8 > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("seccomp: filter of %d bytes is not a program of 1 to %d instructions", len(b), unix.BPF_MAXINSNS)
+	}
+	prog := make([]unix.SockFilter, len(b)/8)
+	for i := range prog {
+		f := b[8*i:]
+		prog[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(f), Jt: f[2], Jf: f[3], K: binary.NativeEndian.Uint32(f[4:])}
+	}
+	return prog, nil
+}
+
+// filterCache holds the assembled filters, which depend only on the kernel.
+var filterCache struct {
+	sync.Mutex
+	m map[filterKey][]byte
+}
+
+type filterKey struct {
+	notify, refuseInotify bool
+}
+
+// programFilter returns the program's filter, encoded: violations go to the
+// init's listener with notify, and kill the caller otherwise.
+func programFilter(notify, refuseInotify bool) ([]byte, error) {
+	k := filterKey{notify, refuseInotify}
+	filterCache.Lock()
+	defer filterCache.Unlock()
+	if b, ok := filterCache.m[k]; ok {
+		return b, nil
+	}
+	violation := seccomp.ActionKillProcess
+	if notify {
+		violation = seccomp.ActionUserNotify
+	}
+	prog, err := seccompProgram(violation, refuseInotify)
+	if err != nil {
+		return nil, err
+	}
+	if filterCache.m == nil {
+		filterCache.m = map[filterKey][]byte{}
+	}
+	filterCache.m[k] = encodeFilter(prog)
+	return filterCache.m[k], nil
+}
+
+// kernelRefusesInotify reports whether this kernel lacks per-user-namespace
+// inotify limits (before Linux 5.11), so that the filter must refuse inotify
+// (see setUserNamespaceLimits).
+func kernelRefusesInotify() bool {
+	for _, n := range []string{"max_inotify_instances", "max_inotify_watches"} {
+		if _, err := os.Stat("/proc/sys/user/" + n); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
+// syscallViolation is how the init records a denied call: by number, which
+// the parent names (violationName).
+func syscallViolation(nr int32) string { return "syscall " + strconv.Itoa(int(nr)) }
+
+// violationName turns the init's record of a denied call into the call's
+// name where the host's system call table knows it.
+func violationName(v string) string {
+	n, ok := strings.CutPrefix(v, "syscall ")
+	if !ok {
+		return v
+	}
+	nr, err := strconv.Atoi(n)
+	if err != nil {
+		return v
+	}
+	if info, err := arch.GetInfo(""); err == nil {
+		if s, ok := info.SyscallNumbers[nr]; ok {
+			return s
+		}
+	}
+	return v
+}
+
 // loadSeccomp installs prog on the calling thread. With notify it returns the
 // user-notification listener descriptor, otherwise -1.
 func loadSeccomp(prog []unix.SockFilter, notify bool) (int, error) {
@@ -199,7 +295,7 @@ func (v *violationRecord) get() string {
 }
 
 // serveNotifications answers every notification on listener with EPERM and
-// calls onViolation with the system call's name. It runs on its own thread,
+// calls onViolation with the system call (syscallViolation). It runs on its own thread,
 // whose id it sends on tid first. It returns when the listener fails (the
 // init is exiting).
 //
@@ -211,7 +307,6 @@ func (v *violationRecord) get() string {
 func serveNotifications(listener int, tid chan<- int, onViolation func(name string)) {
 	runtime.LockOSThread()
 	tid <- unix.Gettid()
-	info, _ := arch.GetInfo("")
 	for {
 		var n seccompNotif
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
@@ -225,13 +320,7 @@ func serveNotifications(listener int, tid chan<- int, onViolation func(name stri
 		if e != 0 {
 			return
 		}
-		name := fmt.Sprintf("syscall %d", n.Nr)
-		if info != nil {
-			if s, ok := info.SyscallNumbers[int(n.Nr)]; ok {
-				name = s
-			}
-		}
-		onViolation(name)
+		onViolation(syscallViolation(n.Nr))
 		resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
 		_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 		if e != 0 && !errors.Is(e, syscall.ENOENT) {
