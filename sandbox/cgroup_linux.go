@@ -500,6 +500,16 @@ func (cg *runCgroup) setPids(n int64) error {
 	return writeCgroupFile(dir, "pids.max", v)
 }
 
+// cgroupCounters are what a run's cgroups report at its end.
+type cgroupCounters struct {
+	oomKills, pidsEvents, peakMemory int64
+}
+
+// counters reads the counters; peakMemory is -1 if unknown.
+func (cg *runCgroup) counters() *cgroupCounters {
+	return &cgroupCounters{oomKills: cg.oomKills(), pidsEvents: cg.pidsEvents(), peakMemory: cg.peakMemory()}
+}
+
 // pidsEvents returns how many forks the pids limit refused.
 func (cg *runCgroup) pidsEvents() int64 {
 	dir, ok := cg.dirs[ctlPids]

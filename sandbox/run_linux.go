@@ -67,9 +67,11 @@ type runner struct {
 	spec Spec
 	res  Result
 
-	cmd     *exec.Cmd
-	cg      *runCgroup
-	initPID int
+	cmd       *exec.Cmd
+	cg        *runCgroup
+	cgAwaited bool
+	cgErr     error
+	initPID   int
 	// cpu0 is the run's CPU counter when the program started.
 	cpu0 int64
 }
@@ -133,16 +135,22 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 	cfg.Landlock = landlockABI() > 0
 
-	r.cg, err = newRunCgroup(discoverCgroups(false), spec.Limits)
-	if err != nil {
-		return err
-	}
+	// The run's cgroups are made while the init starts up, which joins
+	// them only when it is ready; r.cg is used only after awaitCgroup.
+	cgDone := make(chan error, 1)
+	go func() {
+		cg, err := newRunCgroup(discoverCgroups(false), spec.Limits)
+		r.cg = cg
+		cgDone <- err
+	}()
 	defer func() {
+		if r.awaitCgroup(cgDone) != nil {
+			return
+		}
 		if rerr := r.cg.remove(); rerr != nil && err == nil {
 			err = &SetupError{Stage: "remove cgroup", Err: rerr}
 		}
 	}()
-	r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
 
 	var listen *os.File
 	if spec.Listen != "" {
@@ -235,6 +243,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	var (
 		o        outcome
+		counters *cgroupCounters
 		exited   *initEvent
 		setupErr error
 		start    time.Time
@@ -262,6 +271,11 @@ loop:
 			}
 			switch ev.Event {
 			case evReady:
+				if err := r.awaitCgroup(cgDone); err != nil {
+					setupErr = err
+					kill()
+					continue
+				}
 				if ev.Identity != cfg.Identity {
 					setupErr = &SetupError{Stage: "handshake", Err: staleInitError(initProg)}
 					kill()
@@ -326,6 +340,13 @@ loop:
 				}
 				p.controlW.Close()
 				p.controlW = nil
+				// The program's processes are all gone: read the
+				// cgroups' counters and remove them while the init
+				// exits.
+				counters = r.cg.counters()
+				if err := r.cg.remove(); err != nil && setupErr == nil {
+					setupErr = &SetupError{Stage: "remove cgroup", Err: err}
+				}
 			case evError:
 				setupErr = &SetupError{Stage: ev.Stage, Err: errors.New(ev.Message)}
 				if ev.Stage == "handshake" {
@@ -373,9 +394,16 @@ loop:
 	if !start.IsZero() && !end.IsZero() {
 		r.res.WallMillis = end.Sub(start).Milliseconds()
 	}
-	o.oomKills = r.cg.oomKills()
-	o.pidsEvents = r.cg.pidsEvents()
-	r.res.PeakMemoryBytes = r.cg.peakMemory()
+	if err := r.awaitCgroup(cgDone); err != nil {
+		if setupErr == nil {
+			setupErr = err
+		}
+		return setupErr
+	}
+	if counters == nil {
+		counters = r.cg.counters()
+	}
+	o.oomKills, o.pidsEvents, r.res.PeakMemoryBytes = counters.oomKills, counters.pidsEvents, counters.peakMemory
 	if exited != nil {
 		r.res.CPUMillis = (exited.UserMicros + exited.SysMicros) / 1000
 		if r.res.PeakMemoryBytes < 0 {
@@ -450,6 +478,19 @@ func (r *runner) finish(ctx context.Context, o *outcome, ev initEvent) error {
 		return &SetupError{Stage: "copy output", Err: err}
 	}
 	return nil
+}
+
+// awaitCgroup waits for the run's cgroups that run started making, once,
+// and returns the error that made them unavailable.
+func (r *runner) awaitCgroup(done <-chan error) error {
+	if !r.cgAwaited {
+		r.cgAwaited = true
+		r.cgErr = <-done
+		if r.cgErr == nil {
+			r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
+		}
+	}
+	return r.cgErr
 }
 
 func readEvents(r io.Reader, out chan<- initEvent) {
