@@ -386,3 +386,40 @@ func TestFilterEncoding(t *testing.T) {
 		t.Errorf("violationName(unidentified) = %q", got)
 	}
 }
+
+func TestCgroupLayoutCached(t *testing.T) {
+	defer forgetLayout()
+	forgetLayout()
+	l, fresh := runLayout()
+	if !fresh {
+		t.Fatal("an empty cache gave a layout")
+	}
+	if len(l.homes) == 0 {
+		t.Skip("no cgroup hierarchy to create runs' cgroups in")
+	}
+	if _, fresh := runLayout(); fresh {
+		t.Fatal("the layout was discovered again with the caller's cgroups unchanged")
+	}
+	// A cached layout whose homes are gone (hierarchies remounted, say):
+	// Run discovers the layout again instead of failing.
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{}}
+	for ctl, h := range l.homes {
+		h.dir = filepath.Join(t.TempDir(), "gone")
+		h.procs = h.dir
+		stale.homes[ctl] = h
+	}
+	layoutCache.Lock()
+	layoutCache.own, layoutCache.layout = string(own), stale
+	layoutCache.Unlock()
+	res, err := Run(context.Background(), Spec{Args: []string{"/bin/true"}})
+	if err != nil || res.Class != ClassOK {
+		t.Fatalf("Run with a stale cached layout: %s %v", res.Class, err)
+	}
+	if got, fresh := runLayout(); fresh || !reflect.DeepEqual(got, l) {
+		t.Fatal("Run did not cache the layout it discovered again")
+	}
+}

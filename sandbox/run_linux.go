@@ -139,7 +139,13 @@ func (r *runner) run(ctx context.Context) (err error) {
 	// them only when it is ready; r.cg is used only after awaitCgroup.
 	cgDone := make(chan error, 1)
 	go func() {
-		cg, err := newRunCgroup(discoverCgroups(false), spec.Limits)
+		l, fresh := runLayout()
+		cg, err := newRunCgroup(l, spec.Limits)
+		if err != nil && !fresh {
+			forgetLayout()
+			l, _ = runLayout()
+			cg, err = newRunCgroup(l, spec.Limits)
+		}
 		r.cg = cg
 		cgDone <- err
 	}()
