@@ -27,7 +27,7 @@ $(FEVAL): $(shell find . \( -name '*.go' -o -name '*.py' \) -not -path './bin/*'
 # that a sandboxed run does not pay for starting the whole feval binary.
 build: $(BIN)/feval-sandbox-init
 $(BIN)/feval-sandbox-init: $(shell find sandbox cmd/feval-sandbox-init -name '*.go') go.mod go.sum
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/feval-sandbox-init
+	CGO_ENABLED=0 $(GO) build -trimpath -tags feval_sandbox_init -o $@ ./cmd/feval-sandbox-init
 
 tools: $(TOOLS)
 

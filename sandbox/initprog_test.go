@@ -61,7 +61,7 @@ func TestStaleInitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := filepath.Join(dir, sandbox.InitProgram)
-	cmd := exec.Command(goTool, "build", "-trimpath", "-overlay", overlay, "-o", stale, "./cmd/feval-sandbox-init")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-tags", "feval_sandbox_init", "-overlay", overlay, "-o", stale, "./cmd/feval-sandbox-init")
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -97,5 +97,27 @@ func TestForeignInitRefused(t *testing.T) {
 				t.Fatalf("class %s, error %v (%T): want an infra error naming %s", res.Class, err, err, foreign)
 			}
 		})
+	}
+}
+
+// The init program links the sandbox package and little else: no
+// go-seccomp-bpf (whose tables cost every start), no crypto, nothing of feval
+// beyond the sandbox.
+func TestInitProgramDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool in PATH")
+	}
+	cmd := exec.Command(goTool, "list", "-tags", "feval_sandbox_init", "-deps", "./cmd/feval-sandbox-init")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		feval := strings.HasPrefix(p, "github.com/feval/feval/") && p != "github.com/feval/feval/sandbox" && p != "github.com/feval/feval/cmd/feval-sandbox-init"
+		if feval || strings.Contains(p, "go-seccomp-bpf") || strings.HasPrefix(p, "crypto/") {
+			t.Errorf("the init program links %s", p)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // buildInit builds cmd/feval-sandbox-init into dir as make build does.
 func buildInit(dir string) (string, error) {
 	out := filepath.Join(dir, sandbox.InitProgram)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/feval-sandbox-init")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "feval_sandbox_init", "-o", out, "./cmd/feval-sandbox-init")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

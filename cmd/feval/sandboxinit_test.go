@@ -20,7 +20,7 @@ func buildSandboxInit(t *testing.T) string {
 		t.Fatal("the go tool is needed to build the sandbox init:", err)
 	}
 	out := filepath.Join(t.TempDir(), sandbox.InitProgram)
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", out, "./cmd/feval-sandbox-init")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-tags", "feval_sandbox_init", "-o", out, "./cmd/feval-sandbox-init")
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
