@@ -70,9 +70,6 @@ var deadlySignals = []os.Signal{
 // root file system, starts the program under its restrictions, reaps every
 // process, and reports to the parent.
 func initRun() int {
-	// Signals from the program must not reach the init's runtime handlers
-	// that end the process: relay them to a channel nobody reads.
-	signal.Notify(make(chan os.Signal, 1), deadlySignals...)
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Descriptors the caller inherited without close-on-exec (a shell's,
 	// a supervisor's) must not reach the program: only 0, 1 and 2 do.
@@ -110,6 +107,15 @@ func initRun() int {
 	}
 	if cfg.Identity != initIdentity() {
 		return fail("handshake", ErrStaleInit)
+	}
+	// Signals from the program must not reach the init's runtime handlers
+	// that end the process: relay them to a channel nobody reads. Where the
+	// init is root inside (SetUID), the program, of another uid and without
+	// capabilities, cannot signal it at all, and the round trips to the
+	// runtime's signal thread are saved. Nothing inside the namespaces
+	// exists before this point.
+	if !cfg.SetUID {
+		signal.Notify(make(chan os.Signal, 1), deadlySignals...)
 	}
 	refuseInotify, err := setUserNamespaceLimits()
 	if err != nil {

@@ -121,3 +121,14 @@ func TestInitProgramDependencies(t *testing.T) {
 		}
 	}
 }
+
+// The program cannot end the init with a signal: as root the init is out of
+// the program's reach (another uid, no capabilities); otherwise the init
+// relays the signals whose runtime handlers would end it to a channel.
+func TestSignalsToInitIgnored(t *testing.T) {
+	res := run(t, sandbox.Spec{Args: sh(`for s in HUP INT QUIT ILL TRAP ABRT BUS FPE SEGV TERM STKFLT SYS USR1 PIPE ALRM; do kill -s $s 1 2>/dev/null; done; sleep 0.1; echo alive`), Env: env()})
+	expectClass(t, res, sandbox.ClassOK)
+	if string(res.Stdout) != "alive\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+}
