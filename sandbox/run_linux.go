@@ -360,7 +360,7 @@ loop:
 				}
 			}
 		case <-setup.C:
-			setupErr = &SetupError{Stage: "start", Err: fmt.Errorf("the sandbox init did not start the program within %v (does main call sandbox.InitIfChild first?)", setupTimeout)}
+			setupErr = &SetupError{Stage: "start", Err: fmt.Errorf("the sandbox init %s did not start the program within %v (is it feval-sandbox-init, or a binary whose main calls sandbox.InitIfChild first?)", initProg, setupTimeout)}
 			kill()
 		case <-wallC:
 			o.timedOut = fmt.Sprintf("wall time limit of %d ms reached", spec.Limits.WallMillis)
