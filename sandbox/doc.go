@@ -58,7 +58,7 @@
 //
 // Run looks for the init program at $FEVAL_SANDBOX_INIT (InitEnv), then
 // beside os.Executable (InitProgram); its main is InitMain. The init and the
-// caller exchange a digest of this package's source and refuse to start a
+// caller exchange a checksum of this package's source and refuse to start a
 // program when they differ (ErrStaleInit). Where no init program is found,
 // the calling binary is its own init, so a binary that calls Run or Check
 // must call InitIfChild as the first statement of main, and test binaries in

@@ -43,7 +43,7 @@ func initPath() (string, error) {
 	return selfExe, nil
 }
 
-// sources are the sandbox package's files. Their digest identifies the
+// sources are the sandbox package's files. Their checksum (initIdentity) identifies the
 // protocol between Run and the init and the init's behaviour: the parent
 // sends its own, the init refuses a config from a parent built from other
 // source, and the parent refuses an init that does not report its own.
