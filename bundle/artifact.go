@@ -70,9 +70,15 @@ type BlobWriter interface {
 	WriteBlob(mediaType string, fill func(io.Writer) error) (ocispec.Descriptor, error)
 }
 
-// PackTree streams the directory dir into w as one tar+zstd layer and returns its
-// descriptor, annotated with the uncompressed digest and size.
+// PackTree streams the directory dir into w as one tar+zstd layer (tree layer
+// encoding 2: independent frames of TreeFrameSize, compressed concurrently) and
+// returns its descriptor, annotated with the uncompressed digest and size.
 func PackTree(w BlobWriter, dir string, prog cas.Progress) (ocispec.Descriptor, error) {
+	return packTree(w, dir, prog, frameWorkers())
+}
+
+// packTree is PackTree with workers encoders.
+func packTree(w BlobWriter, dir string, prog cas.Progress, workers int) (ocispec.Descriptor, error) {
 	if prog == nil {
 		prog = cas.NoProgress
 	}
@@ -90,28 +96,25 @@ func PackTree(w BlobWriter, dir string, prog cas.Progress) (ocispec.Descriptor, 
 	var udig digest.Digest
 	var usize int64
 	desc, err := w.WriteBlob(MediaTypeTree, func(out io.Writer) error {
-		zw, err := NewZstdWriter(out)
+		// Reading, tar and the uncompressed hash run in one goroutine, the
+		// frames (TreeFrameSize) are compressed by workers others, and
+		// this one hashes and writes them in order. Frames are independent,
+		// so the layer does not depend on the number of workers.
+		fw, err := newFrameWriter(TreeFrameSize, workers)
 		if err != nil {
 			return err
 		}
-		// Reading, tar and the uncompressed hash run in one goroutine, the
-		// compressor (and the output hash and write) in this one, with a few
-		// buffers between them. The compressed bytes do not depend on how
-		// the stream is cut into writes, so the layer is the same as when
-		// one goroutine does everything.
 		h := digest.SHA256.Digester()
 		cw := &counter{}
-		q := newChunkQueue(packChunk, packChunks)
 		go func() {
-			err := WriteTar(io.MultiWriter(q, h.Hash(), cw), dir, prog.Add)
-			q.closeWrite(err)
+			err := WriteTar(io.MultiWriter(fw, h.Hash(), cw), dir, prog.Add)
+			fw.closeWrite(err)
 		}()
-		if err := q.drainTo(zw); err != nil {
-			zw.Close()
+		if err := fw.drainTo(out); err != nil {
 			return err
 		}
 		udig, usize = h.Digest(), cw.n
-		return zw.Close()
+		return nil
 	})
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("packing %s: %w", dir, err)
@@ -125,79 +128,6 @@ func PackTree(w BlobWriter, dir string, prog cas.Progress) (ocispec.Descriptor, 
 }
 
 type counter struct{ n int64 }
-
-// packChunk and packChunks size the queue between reading and compressing.
-const (
-	packChunk  = 1 << 20
-	packChunks = 4
-)
-
-// chunkQueue carries a byte stream from one goroutine to another in bounded,
-// reused buffers. The writer calls Write and then closeWrite once; the reader
-// calls drainTo once. If drainTo fails it stops the writer, whose next Write
-// fails, and drainTo waits for closeWrite before returning, so that no goroutine
-// is left writing.
-type chunkQueue struct {
-	full chan []byte
-	free chan []byte
-	stop chan struct{}
-	done chan error
-	cur  []byte
-}
-
-func newChunkQueue(size, n int) *chunkQueue {
-	q := &chunkQueue{full: make(chan []byte, n), free: make(chan []byte, n), stop: make(chan struct{}), done: make(chan error, 1)}
-	for range n {
-		q.free <- make([]byte, 0, size)
-	}
-	return q
-}
-
-var errQueueStopped = errors.New("reader stopped")
-
-func (q *chunkQueue) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		if q.cur == nil {
-			select {
-			case q.cur = <-q.free:
-			case <-q.stop:
-				return n, errQueueStopped
-			}
-		}
-		k := copy(q.cur[len(q.cur):cap(q.cur)], p)
-		q.cur = q.cur[:len(q.cur)+k]
-		p, n = p[k:], n+k
-		if len(q.cur) == cap(q.cur) {
-			q.full <- q.cur
-			q.cur = nil
-		}
-	}
-	return n, nil
-}
-
-func (q *chunkQueue) closeWrite(err error) {
-	if err == nil && len(q.cur) > 0 {
-		q.full <- q.cur
-	}
-	q.cur = nil
-	close(q.full)
-	q.done <- err
-}
-
-func (q *chunkQueue) drainTo(w io.Writer) error {
-	for b := range q.full {
-		if _, err := w.Write(b); err != nil {
-			close(q.stop)
-			for range q.full {
-			}
-			<-q.done
-			return err
-		}
-		q.free <- b[:0]
-	}
-	return <-q.done
-}
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 

@@ -196,22 +196,34 @@ func createdOr(c string) string {
 	return c
 }
 
-// stageFile hashes and writes one file into a staged blob in one pass. A blob
-// the store already has is replaced by the identical staged copy on publish, so
-// it is stored once.
+// stageFile hashes and writes one file into a staged blob in one pass: each
+// piece is read into one buffer, hashed there and written from there with
+// direct I/O (cas.Layout.StageBlobDirect), so the blob holds exactly the bytes
+// hashed even if the file changes meanwhile. A blob the store already has is
+// replaced by the identical staged copy on publish, so it is stored once.
 func stageFile(ctx context.Context, l *cas.Layout, p string, prog cas.Progress) (*cas.Staged, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return l.StageBlob(MediaTypeModelWeightRaw, func(w io.Writer) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		_, err := io.CopyBuffer(w, &progressReader{r: f, add: prog.Add}, make([]byte, 1<<20))
+	return l.StageBlobDirect(MediaTypeModelWeightRaw, func(w io.Writer) error {
+		_, err := io.Copy(w, &progressReader{r: &ctxReader{ctx: ctx, r: f}, add: prog.Add})
 		return err
 	})
+}
+
+// ctxReader fails its reads once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // modelFiles lists the regular files under dir, sorted byte-wise by their

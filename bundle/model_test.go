@@ -300,3 +300,61 @@ type memManifest struct {
 func (m memManifest) Fetch(_ context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
 	return cas.NewVerifyReader(io.NopCloser(bytes.NewReader(m.b)), desc)
 }
+
+// TestModelPackOfChangingFileStoresWhatItHashed: a file rewritten while it is
+// packed may give any content, but its blob must hold exactly the bytes its
+// digest names: every blob of the store is checked against its name.
+func TestModelPackOfChangingFileStoresWhatItHashed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "model")
+	writeModel(t, dir, "a", "b")
+	shard := filepath.Join(dir, "big.safetensors")
+	if err := os.WriteFile(shard, make([]byte, 24<<20+3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f, err := os.OpenFile(shard, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		page := bytes.Repeat([]byte{1}, 64<<10)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			page[0] = byte(i)
+			f.WriteAt(page, int64(i%384)<<16)
+		}
+	}()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := testSigner(t)
+	_, err = PackModel(context.Background(), l, func() (*Signer, error) { return s, nil }, dir, PackOptions{Kind: "model"})
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := filepath.Join(l.Root(), "blobs", "sha256")
+	ents, err := os.ReadDir(blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(blobs, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := digest.FromBytes(b).Encoded(); got != e.Name() {
+			t.Errorf("blob %s holds bytes of digest %s", e.Name(), got)
+		}
+	}
+}

@@ -113,14 +113,16 @@ func PackPathSigner(ctx context.Context, l *cas.Layout, signer func() (*Signer, 
 	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
 }
 
-// stager is a BlobWriter that stages blobs in a layout until publish.
+// stager is a BlobWriter that stages blobs in a layout until publish, with
+// direct I/O (cas.Layout.StageBlobDirect): a packed payload is not read
+// again by the pack, so it need not pass through the page cache.
 type stager struct {
 	l      *cas.Layout
 	staged []*cas.Staged
 }
 
 func (s *stager) WriteBlob(mediaType string, fill func(io.Writer) error) (ocispec.Descriptor, error) {
-	st, err := s.l.StageBlob(mediaType, fill)
+	st, err := s.l.StageBlobDirect(mediaType, fill)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}

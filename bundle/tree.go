@@ -38,8 +38,10 @@ var ErrUnsafeEntry = errors.New("unsafe archive entry")
 var ErrLimit = errors.New("archive exceeds limit")
 
 // NewZstdWriter returns feval's pinned zstd encoder: default level (about zstd -3),
-// one goroutine, checksums on. The options are part of the format: changing them
-// changes compressed digests (uncompressed digests stay).
+// one goroutine, checksums on, 8 MiB window. It writes each frame of a tree
+// layer (TreeFrameSize). The options are part of the format: changing them
+// changes compressed digests (uncompressed digests stay). How the input is cut
+// into Write calls does not change the output.
 func NewZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -47,10 +48,35 @@ type CopyOptions struct {
 // Parallel is how many blobs Copy moves at once.
 const Parallel = 4
 
+// parallelChecks is how many existence checks Copy runs at once.
+const parallelChecks = 8
+
 // taggedPusher is a store that can receive a manifest and its tag together.
 type taggedPusher interface {
 	PushTagged(ctx context.Context, desc ocispec.Descriptor, r io.Reader, tag string) error
 }
+
+// stagingStore is a store that can take a manifest's bytes without listing
+// the manifest (a local layout lists manifests in index.json): Copy writes the
+// manifests alongside the blobs and lists them, in dependency order, once
+// everything has arrived.
+type stagingStore interface {
+	stageManifest(desc ocispec.Descriptor, raw []byte) error
+}
+
+// settler is a store that finishes work in the background (a registry's
+// courtesy fallback index); settle waits for it.
+type settler interface{ settle() }
+
+// referrersWarmer is a store that can learn, ahead of the first referrer push,
+// how it will store referrers (a registry's Referrers API probe).
+type referrersWarmer interface {
+	warmReferrers(ctx context.Context, subject ocispec.Descriptor)
+}
+
+// walkEnder is a store that keeps referrer listings started ahead of a walk
+// (withWalk) until the walk ends.
+type walkEnder interface{ endWalk() }
 
 // CopyResult lists what a copy moved.
 type CopyResult struct {
@@ -68,55 +94,58 @@ type CopyResult struct {
 // Content dst already has is not transferred again. A blob transfer that fails
 // transiently (a dropped connection, a server error) is retried from scratch with
 // backoff.
+//
+// Blobs start moving as soon as the walk of the graph finds them, Parallel at a
+// time, while the walk goes on listing referrers. Manifests are pushed one by
+// one in dependency order once every blob is there; into a local layout their
+// bytes are written alongside the blobs, and only the listing waits.
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
-	prog := progressOr(ctx, opts.Progress)
-	p := &planner{ctx: ctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prog := &lateProgress{p: progressOr(ctx, opts.Progress)}
+	stager, staged := dst.(stagingStore)
+	m := &mover{ctx: ctx, cancel: cancel, src: src, dst: dst, prog: prog,
+		sem: make(chan struct{}, Parallel), checks: make(chan struct{}, parallelChecks)}
+	wctx := ctx
+	if w, ok := src.(walkEnder); ok && opts.Referrers {
+		wctx = withWalk(ctx)
+		defer w.endWalk()
+	}
+	p := &planner{ctx: wctx, src: src, opts: opts, seen: map[digest.Digest]bool{}, raw: map[digest.Digest][]byte{}, blob: m.blob}
+	if staged {
+		p.manifest = func(d ocispec.Descriptor, raw []byte) { m.manifest(stager, d, raw) }
+	}
 	if err := p.visit(root); err != nil {
+		cancel()
+		m.wg.Wait()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.err != nil {
+			return CopyResult{}, m.err // what cut the walk short
+		}
 		return CopyResult{}, err
 	}
-	var res CopyResult
-	var total int64
-	var todo []ocispec.Descriptor
+	if w, ok := dst.(referrersWarmer); ok && p.subject != nil && !staged {
+		w.warmReferrers(ctx, *p.subject)
+	}
+	m.checked.Wait()
+	prog.Start(m.missing.Load())
+	defer prog.Done()
+	m.wg.Wait()
+	if err := m.failure(); err != nil {
+		return CopyResult{}, err
+	}
+	res := CopyResult{Blobs: int(m.blobs.Load()), Bytes: m.bytes.Load()}
 	for _, d := range p.order {
-		if _, isManifest := p.raw[d.Digest]; isManifest {
-			todo = append(todo, d)
+		raw, isManifest := p.raw[d.Digest]
+		if !isManifest {
 			continue
 		}
-		ok, err := dst.Exists(ctx, d)
-		if err != nil {
-			return res, err
-		}
-		if !ok {
-			todo = append(todo, d)
-			total += d.Size
-		}
-	}
-	prog.Start(total)
-	defer prog.Done()
-	// Blobs are independent of each other and nothing lists them until their
-	// manifest arrives, so they all move first, Parallel at a time; manifests
-	// then follow one by one in dependency order.
-	var blobs, mans []ocispec.Descriptor
-	for _, d := range todo {
-		if _, ok := p.raw[d.Digest]; ok {
-			mans = append(mans, d)
-		} else {
-			blobs = append(blobs, d)
-		}
-	}
-	if err := copyBlobs(ctx, src, dst, blobs, prog); err != nil {
-		return res, err
-	}
-	res.Blobs = len(blobs)
-	for _, d := range blobs {
-		res.Bytes += d.Size
-	}
-	for _, d := range mans {
 		var err error
 		if tp, ok := dst.(taggedPusher); ok && opts.Tag != "" && d.Digest == root.Digest {
-			err = tp.PushTagged(ctx, d, bytesReader(p.raw[d.Digest]), opts.Tag)
+			err = tp.PushTagged(ctx, d, bytesReader(raw), opts.Tag)
 		} else {
-			err = dst.Push(ctx, d, bytesReader(p.raw[d.Digest]))
+			err = dst.Push(ctx, d, bytesReader(raw))
 		}
 		if err != nil {
 			return res, fmt.Errorf("copying manifest %s: %w", d.Digest, err)
@@ -128,58 +157,155 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 			return res, err
 		}
 	}
+	if s, ok := dst.(settler); ok {
+		s.settle()
+	}
 	return res, nil
 }
 
-// copyBlobs moves blobs from src to dst, Parallel at a time; the first failure
-// stops the rest.
-func copyBlobs(ctx context.Context, src, dst Store, blobs []ocispec.Descriptor, prog Progress) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, Parallel)
-	errs := make(chan error, len(blobs))
-	var wg sync.WaitGroup
-	for _, d := range blobs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := retry(ctx, func() error {
-				rc, err := src.Fetch(ctx, d)
-				if err != nil {
-					return err
-				}
-				defer rc.Close()
-				return dst.Push(ctx, d, &countReader{r: rc, p: prog})
-			})
-			if err != nil {
-				errs <- fmt.Errorf("copying blob %s: %w", d.Digest, err)
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err, ok := <-errs; ok {
-		return err
-	}
-	return ctx.Err()
+// mover moves the blobs (and, into a staging store, the manifests) a Copy's
+// walk hands it: each blob is checked for in dst (parallelChecks at a time)
+// and, if missing, transferred (Parallel at a time). The first failure cancels
+// the rest.
+type mover struct {
+	ctx          context.Context
+	cancel       context.CancelFunc
+	src, dst     Store
+	prog         Progress
+	sem, checks  chan struct{}
+	wg, checked  sync.WaitGroup
+	missing      atomic.Int64
+	blobs, bytes atomic.Int64
+
+	mu  sync.Mutex
+	err error
 }
 
+func (m *mover) fail(err error) {
+	m.mu.Lock()
+	if m.err == nil {
+		m.err = err
+	}
+	m.mu.Unlock()
+	m.cancel()
+}
+
+func (m *mover) failure() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return m.err
+	}
+	return m.ctx.Err()
+}
+
+// acquire takes a slot of sem unless the copy has ended.
+func (m *mover) acquire(sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return m.ctx.Err() == nil
+	case <-m.ctx.Done():
+		return false
+	}
+}
+
+func (m *mover) blob(d ocispec.Descriptor) {
+	m.wg.Add(1)
+	m.checked.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if !m.acquire(m.checks) {
+			m.checked.Done()
+			return
+		}
+		ok, err := m.dst.Exists(m.ctx, d)
+		<-m.checks
+		if err == nil && !ok {
+			m.missing.Add(d.Size)
+		}
+		m.checked.Done()
+		if err != nil {
+			m.fail(err)
+			return
+		}
+		if ok || !m.acquire(m.sem) {
+			return
+		}
+		defer func() { <-m.sem }()
+		err = retry(m.ctx, func() error {
+			rc, err := m.src.Fetch(m.ctx, d)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			return m.dst.Push(m.ctx, d, &countReader{r: rc, p: m.prog})
+		})
+		if err != nil {
+			m.fail(fmt.Errorf("copying blob %s: %w", d.Digest, err))
+			return
+		}
+		m.blobs.Add(1)
+		m.bytes.Add(d.Size)
+	}()
+}
+
+// manifest writes a manifest's bytes into a staging store, unlisted.
+func (m *mover) manifest(st stagingStore, d ocispec.Descriptor, raw []byte) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if !m.acquire(m.sem) {
+			return
+		}
+		defer func() { <-m.sem }()
+		if err := st.stageManifest(d, raw); err != nil {
+			m.fail(fmt.Errorf("copying manifest %s: %w", d.Digest, err))
+		}
+	}()
+}
+
+// lateProgress passes byte counts to p, holding those that arrive before
+// Start (transfers begin while the walk is still finding what to move).
+type lateProgress struct {
+	p       Progress
+	mu      sync.Mutex
+	started bool
+	early   int64
+}
+
+func (l *lateProgress) Start(total int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.Start(total)
+	l.started = true
+	if l.early > 0 {
+		l.p.Add(l.early)
+	}
+}
+
+func (l *lateProgress) Add(n int64) {
+	l.mu.Lock()
+	if !l.started {
+		l.early += n
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.p.Add(n)
+}
+
+func (l *lateProgress) Done() { l.p.Done() }
+
 type planner struct {
-	ctx   context.Context
-	src   Store
-	opts  CopyOptions
-	seen  map[digest.Digest]bool
-	raw   map[digest.Digest][]byte
-	order []ocispec.Descriptor
+	ctx      context.Context
+	src      Store
+	opts     CopyOptions
+	seen     map[digest.Digest]bool
+	raw      map[digest.Digest][]byte
+	order    []ocispec.Descriptor
+	blob     func(ocispec.Descriptor)         // called for each blob found
+	manifest func(ocispec.Descriptor, []byte) // if set, called for each manifest found
+	subject  *ocispec.Descriptor              // the first subject a manifest names
 }
 
 // visit appends desc's closure to p.order in dependency order.
@@ -190,11 +316,29 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 	p.seen[desc.Digest] = true
 	if !IsManifest(desc.MediaType) {
 		p.order = append(p.order, desc)
+		p.blob(desc)
 		return nil
 	}
 	node, b, err := FetchNode(p.ctx, p.src, desc)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", desc.Digest, err)
+	}
+	if node.Subject != nil && p.subject == nil {
+		p.subject = node.Subject
+	}
+	// List the referrers while the children are walked.
+	var refs []ocispec.Descriptor
+	var rerr error
+	listed := make(chan struct{})
+	ctx, cancel := context.WithCancel(p.ctx)
+	defer func() { cancel(); <-listed }()
+	if p.opts.Referrers {
+		go func() {
+			defer close(listed)
+			refs, rerr = p.src.Referrers(ctx, desc, "")
+		}()
+	} else {
+		close(listed)
 	}
 	if node.Subject != nil && p.opts.Subjects {
 		if err := p.visit(*node.Subject); err != nil {
@@ -207,9 +351,9 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 		}
 	}
 	if p.opts.Referrers {
-		refs, err := p.src.Referrers(p.ctx, desc, "")
-		if err != nil {
-			return fmt.Errorf("listing referrers of %s: %w", desc.Digest, err)
+		<-listed
+		if rerr != nil {
+			return fmt.Errorf("listing referrers of %s: %w", desc.Digest, rerr)
 		}
 		for _, r := range refs {
 			if err := p.visit(r); err != nil {
@@ -219,6 +363,9 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 	}
 	p.raw[desc.Digest] = b
 	p.order = append(p.order, desc)
+	if p.manifest != nil {
+		p.manifest(desc, b)
+	}
 	return nil
 }
 

@@ -47,6 +47,11 @@ type Layout struct {
 	scanned  map[digest.Digest]bool // manifests whose subject is in subjects
 	bad      []BadEntry             // index.json entries and manifests skipped as invalid
 	damaged  map[string][]error     // damaged manifests by the subject their bytes claim
+
+	// Directories holding blobs renamed into place since the last Flush or
+	// Close, which sync them before index.json can list what they hold.
+	dmu   sync.Mutex
+	dirty map[string]bool
 }
 
 // BadEntry is an entry of a store that was skipped because it is invalid, with
@@ -289,6 +294,23 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 	return nil
 }
 
+// stageManifest writes a manifest's bytes without listing the manifest: a
+// later Push finds them in place and lists it (cas.Copy writes manifests
+// alongside blobs and lists them once the whole graph has arrived).
+func (l *Layout) stageManifest(desc ocispec.Descriptor, raw []byte) error {
+	if err := checkDigest(desc); err != nil {
+		return err
+	}
+	if desc.Size > MaxManifestSize {
+		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
+	}
+	target := l.blobPath(desc.Digest)
+	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() == desc.Size {
+		return nil
+	}
+	return l.ingest(desc, bytes.NewReader(raw), target)
+}
+
 func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) error {
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -304,7 +326,9 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 		tmp.Close()
 		return err
 	}
-	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, ioBuffer)); err != nil {
+	// A small blob gets a small buffer: a pull of many small blobs would
+	// otherwise allocate (and the runtime zero and collect) ioBuffer each.
+	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, min(ioBuffer, max(desc.Size+1, 512)))); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}
@@ -318,7 +342,31 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 	if err := os.Rename(tmp.Name(), target); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	// The name is made durable before index.json may list the blob: at the
+	// next Flush or Close, once for all the blobs written until then.
+	l.markDirty(dir)
+	return nil
+}
+
+func (l *Layout) markDirty(dir string) {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	if l.dirty == nil {
+		l.dirty = map[string]bool{}
+	}
+	l.dirty[dir] = true
+}
+
+// takeDirty returns the directories to sync and forgets them.
+func (l *Layout) takeDirty() []string {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	var out []string
+	for d := range l.dirty {
+		out = append(out, d)
+	}
+	l.dirty = nil
+	return out
 }
 
 // Tag implements Store. The tag is saved at the next Flush or Close.
@@ -497,7 +545,7 @@ func (l *Layout) Flush() error {
 		tags[t] = desc
 		mans[desc.Digest] = desc
 	}
-	if err := l.writeIndexLocked(mans, tags); err != nil {
+	if err := l.writeIndexLocked(mans, tags, l.takeDirty()...); err != nil {
 		return err
 	}
 	l.index, l.tags = mans, tags
@@ -510,7 +558,10 @@ func (l *Layout) Flush() error {
 
 // writeIndexLocked replaces index.json with mans and tags, sorted; the caller
 // holds the store lock.
-func (l *Layout) writeIndexLocked(mans map[digest.Digest]ocispec.Descriptor, tags map[string]ocispec.Descriptor) error {
+//
+// The directories dirs are synced alongside the new index's own bytes,
+// before it replaces the old one.
+func (l *Layout) writeIndexLocked(mans map[digest.Digest]ocispec.Descriptor, tags map[string]ocispec.Descriptor, dirs ...string) error {
 	out := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}}
 	tagged := map[digest.Digest]bool{}
 	tagNames := make([]string, 0, len(tags))
@@ -540,7 +591,7 @@ func (l *Layout) writeIndexLocked(mans map[digest.Digest]ocispec.Descriptor, tag
 	if err := enc.Encode(out); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(l.root, indexFile), buf.Bytes()); err != nil {
+	if err := writeFileAtomicSyncing(filepath.Join(l.root, indexFile), buf.Bytes(), dirs); err != nil {
 		return fmt.Errorf("saving index of %s: %w", l.root, err)
 	}
 	return nil
@@ -554,6 +605,11 @@ func (l *Layout) Close() error {
 	if dirty {
 		return l.Flush()
 	}
+	for _, d := range l.takeDirty() {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -565,7 +621,11 @@ const ioBuffer = 256 << 10
 
 // writeFileAtomic writes b to path through a temporary file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory.
-func writeFileAtomic(path string, b []byte) error {
+func writeFileAtomic(path string, b []byte) error { return writeFileAtomicSyncing(path, b, nil) }
+
+// writeFileAtomicSyncing is writeFileAtomic that also syncs the directories
+// dirs, at the same time as the new file's bytes and before the rename.
+func writeFileAtomicSyncing(path string, b []byte, dirs []string) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
 	if err != nil {
@@ -576,7 +636,18 @@ func writeFileAtomic(path string, b []byte) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	errs := make([]error, len(dirs)+1)
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i+1] = syncDir(d)
+		}()
+	}
+	errs[0] = tmp.Sync()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,10 +46,32 @@ type Remote struct {
 	deadline time.Time
 
 	mu       sync.Mutex
-	api      int8 // referrers API: 0 unknown, 1 supported, -1 unsupported
+	api      int8          // referrers API: 0 unknown, 1 supported, -1 unsupported
+	probing  chan struct{} // closed when the probe in flight ends
 	manifest map[digest.Digest][]byte
 	cached   int64
+	// Fallback index updates run in the background. A push of a subject
+	// waits until the index lists the subject's new referrers (indexing, by
+	// subject); settle and Close wait for the updates to end (background).
+	indexing   map[digest.Digest]*pending
+	background sync.WaitGroup
+	// Referrer listings started ahead of a walk that will ask for them (see
+	// withWalk), by subject; each is taken by the walk's Referrers call, and
+	// dropped when this Remote pushes a referrer of the subject or the walk
+	// ends.
+	ahead map[digest.Digest]*listing
 }
+
+// listing is a referrer listing running in the background.
+type listing struct {
+	done chan struct{}
+	refs []ocispec.Descriptor
+	err  error
+}
+
+// maxAhead bounds the listings one listing starts ahead of the walk (a
+// registry cannot make a walk ask for more than its candidates' listings).
+const maxAhead = 16
 
 // RemoteOptions configures access to a registry.
 type RemoteOptions struct {
@@ -103,10 +126,11 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 			// Close pooled connections before their pending read times out.
 			IdleConnTimeout:     idle / 2,
 			MaxIdleConnsPerHost: 8,
-			// Blobs are large: move them in large writes and reads, not the
-			// 4 KiB default (a million write calls for a 4 GiB model).
-			WriteBufferSize: ioBuffer,
-			ReadBufferSize:  ioBuffer,
+			// Larger than the 4 KiB default (a million write calls for a
+			// 4 GiB model), but allocated per connection, and a copy opens
+			// several: 64 KiB. Reads into the copy's larger buffers bypass it.
+			WriteBufferSize: connBuffer,
+			ReadBufferSize:  connBuffer,
 		}},
 		Cache: auth.NewCache(),
 	}
@@ -119,8 +143,12 @@ func OpenRemote(ref registry.Reference, opts RemoteOptions) (*Remote, error) {
 	// feval discovers referrers itself (see Remote); telling oras-go the registry
 	// indexes them keeps it from maintaining the read-modify-write fallback index.
 	_ = repo.SetReferrersCapability(true)
-	return &Remote{repo: repo, ref: ref, deadline: opts.Deadline, manifest: map[digest.Digest][]byte{}}, nil
+	return &Remote{repo: repo, ref: ref, deadline: opts.Deadline, manifest: map[digest.Digest][]byte{},
+		indexing: map[digest.Digest]*pending{}, ahead: map[digest.Digest]*listing{}}, nil
 }
+
+// connBuffer is the read and write buffer of each registry connection.
+const connBuffer = 64 << 10
 
 func isLoopback(hostport string) bool {
 	host := hostport
@@ -254,6 +282,7 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 	if IsManifest(desc.MediaType) && desc.Size > MaxManifestSize {
 		return fmt.Errorf("manifest %s: %w", desc.Digest, ErrTooLarge)
 	}
+	parent := ctx
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	vr, err := verified(rd, desc)
@@ -273,6 +302,12 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 	node, err := ParseNode(desc, b)
 	if err != nil {
 		return err
+	}
+	r.waitIndexing(desc.Digest)
+	if node.Subject != nil {
+		r.mu.Lock()
+		delete(r.ahead, node.Subject.Digest) // a listing taken before this push
+		r.mu.Unlock()
 	}
 	put := func(ref string) error {
 		return retry(ctx, func() error {
@@ -299,10 +334,29 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 			return err
 		}
 		ref := desc.Digest.String()
+		var index <-chan fetched
 		if !api {
 			ref = ReferrerTag(node.Subject.Digest, desc.Digest)
-		}
-		if err := put(ref); err != nil {
+			// Read the subject's fallback index while the record goes up,
+			// after this process's last update of it is in.
+			r.waitIndexing(node.Subject.Digest)
+			bctx, bcancel := r.ctx(parent)
+			defer func() {
+				if index == nil {
+					bcancel()
+				}
+			}()
+			pre := r.fetchAsync(bctx, fallbackTag(node.Subject.Digest))
+			if err := put(ref); err != nil {
+				return err
+			}
+			d := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: node.ArtifactType}
+			index = pre
+			r.startIndexing(node.Subject.Digest, func(written func()) {
+				defer bcancel()
+				r.updateFallbackIndex(bctx, node.Subject.Digest, d, pre, written)
+			})
+		} else if err := put(ref); err != nil {
 			return err
 		}
 	}
@@ -310,14 +364,85 @@ func (r *Remote) Push(ctx context.Context, desc ocispec.Descriptor, rd io.Reader
 	if node.Subject == nil {
 		return nil
 	}
-	if err := r.readBack(ctx, *node.Subject, desc); err != nil {
-		return err
+	// The courtesy index is written while the record is read back.
+	return r.readBack(ctx, *node.Subject, desc)
+}
+
+// fetched is the outcome of a manifest read by tag.
+type fetched struct {
+	b   []byte
+	err error
+}
+
+// fetchAsync reads the manifest tag names in the background.
+func (r *Remote) fetchAsync(ctx context.Context, tag string) <-chan fetched {
+	ch := make(chan fetched, 1)
+	go func() {
+		_, b, err := r.fetchTagged(ctx, tag)
+		ch <- fetched{b, err}
+	}()
+	return ch
+}
+
+func fallbackTag(subject digest.Digest) string {
+	return strings.TrimSuffix(referrerTagPrefix(subject), ".")
+}
+
+// startIndexing runs f in the background as an index update for subject; f
+// calls written once the index lists the new referrer (or the update gives
+// up), which releases pushes of subject.
+func (r *Remote) startIndexing(subject digest.Digest, f func(written func())) {
+	r.mu.Lock()
+	p := r.indexing[subject]
+	if p == nil {
+		p = &pending{done: make(chan struct{})}
+		r.indexing[subject] = p
 	}
-	if api, _ := r.referrersAPI(ctx, *node.Subject); !api {
-		d := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: node.ArtifactType}
-		r.updateFallbackIndex(ctx, node.Subject.Digest, d)
+	p.n++
+	r.background.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.background.Done()
+		written := sync.OnceFunc(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if p.n--; p.n == 0 {
+				close(p.done)
+				delete(r.indexing, subject)
+			}
+		})
+		defer written()
+		f(written)
+	}()
+}
+
+// pending counts the index updates of one subject not yet written.
+type pending struct {
+	n    int
+	done chan struct{} // closed when n falls to 0
+}
+
+// waitIndexing waits until the index updates of subject started so far are
+// written.
+func (r *Remote) waitIndexing(subject digest.Digest) {
+	r.mu.Lock()
+	p := r.indexing[subject]
+	r.mu.Unlock()
+	if p != nil {
+		<-p.done
 	}
-	return nil
+}
+
+// settle waits for every background index update to end.
+func (r *Remote) settle() { r.background.Wait() }
+
+// warmReferrers asks the registry about the Referrers API in the background,
+// so that the first referrer push finds the answer waiting.
+func (r *Remote) warmReferrers(ctx context.Context, subject ocispec.Descriptor) {
+	if r.apiKnown() {
+		return
+	}
+	go func() { _, _ = r.referrersAPI(ctx, subject) }()
 }
 
 // apiKnown reports whether the registry has said whether it has the Referrers API.
@@ -333,11 +458,21 @@ func (r *Remote) apiKnown() bool {
 // them: it is rewritten read-modify-write, so concurrent pushers can still drop
 // each other's entries from it, and feval never relies on it. Failures are
 // ignored for the same reason.
-func (r *Remote) updateFallbackIndex(ctx context.Context, subject digest.Digest, d ocispec.Descriptor) {
-	tag := strings.TrimSuffix(referrerTagPrefix(subject), ".")
-	for range 3 {
+//
+// first, if not nil, delivers the first read of the index (made while the
+// referrer was pushed); written is called once the index lists d.
+func (r *Remote) updateFallbackIndex(ctx context.Context, subject digest.Digest, d ocispec.Descriptor, first <-chan fetched, written func()) {
+	tag := fallbackTag(subject)
+	for i := range 3 {
 		idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex}
-		_, b, err := r.fetchTagged(ctx, tag)
+		var b []byte
+		var err error
+		if i == 0 && first != nil {
+			f := <-first
+			b, err = f.b, f.err
+		} else {
+			_, b, err = r.fetchTagged(ctx, tag)
+		}
 		switch {
 		case err == nil:
 			if json.Unmarshal(b, &idx) != nil {
@@ -360,6 +495,7 @@ func (r *Remote) updateFallbackIndex(ctx context.Context, subject digest.Digest,
 		if r.repo.Manifests().PushReference(ctx, nd, bytes.NewReader(nb), tag) != nil {
 			return
 		}
+		written()
 		// Loop: read the index back, and add d again if a concurrent writer
 		// replaced the index without it.
 	}
@@ -369,20 +505,21 @@ func (r *Remote) updateFallbackIndex(ctx context.Context, subject digest.Digest,
 // does not list among its subject's referrers.
 var ErrNotDiscoverable = errors.New("pushed record is not discoverable")
 
-// readBack lists subject's referrers until desc is among them. Registries with
-// the Referrers API may index asynchronously, so the listing is retried for a
-// few seconds before Push gives up.
+// readBack lists subject's referrers until desc is among them, the way
+// discovery finds it: through the Referrers API, or by the listing of the
+// subject's referrer tags and a read of desc's tag, which must answer desc.
+// (Other referrers and the fallback index do not bear on desc's discovery and
+// are not read.) Registries with the Referrers API may index asynchronously,
+// so the listing is retried for a few seconds before Push gives up.
 func (r *Remote) readBack(ctx context.Context, subject, desc ocispec.Descriptor) error {
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		refs, err := r.referrers(ctx, subject)
+		found, err := r.listed(ctx, subject, desc)
 		if err != nil {
 			return err
 		}
-		for _, d := range refs {
-			if d.Digest == desc.Digest {
-				return nil
-			}
+		if found {
+			return nil
 		}
 		if attempt == 6 {
 			return fmt.Errorf("%s: %s, a referrer of %s, is not listed after push: %w",
@@ -395,6 +532,48 @@ func (r *Remote) readBack(ctx context.Context, subject, desc ocispec.Descriptor)
 		}
 		wait *= 2
 	}
+}
+
+// listed reports whether discovery of subject's referrers finds desc.
+func (r *Remote) listed(ctx context.Context, subject, desc ocispec.Descriptor) (bool, error) {
+	api, err := r.referrersAPI(ctx, subject)
+	if err != nil {
+		return false, err
+	}
+	if api {
+		cands, err := r.apiReferrers(ctx, subject)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range cands {
+			if c.Digest == desc.Digest {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	tag := ReferrerTag(subject.Digest, desc.Digest)
+	var tags []string
+	var terr, ferr error
+	var got ocispec.Descriptor
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tags, terr = r.referrerTags(ctx, subject.Digest)
+	}()
+	got, _, ferr = r.fetchTagged(ctx, tag)
+	wg.Wait()
+	if terr != nil {
+		return false, terr
+	}
+	if errors.Is(ferr, ErrNotFound) {
+		return false, nil
+	}
+	if ferr != nil {
+		return false, ferr
+	}
+	return got.Digest == desc.Digest && slices.Contains(tags, tag), nil
 }
 
 // Exists implements Store.
@@ -466,6 +645,7 @@ func (r *Remote) PushTagged(ctx context.Context, desc ocispec.Descriptor, rd io.
 		}
 		return r.Tag(ctx, desc, tag)
 	}
+	r.waitIndexing(desc.Digest)
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	err = retry(ctx, func() error {
@@ -522,9 +702,28 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 	if err := ValidateDescriptor(subject); err != nil {
 		return nil, err
 	}
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	all, err := r.referrers(ctx, subject)
+	var l *listing
+	if walking(ctx) {
+		r.mu.Lock()
+		l = r.ahead[subject.Digest]
+		delete(r.ahead, subject.Digest)
+		r.mu.Unlock()
+	}
+	var all []ocispec.Descriptor
+	var err error
+	if l != nil {
+		select {
+		case <-l.done:
+			all, err = l.refs, l.err
+		case <-ctx.Done():
+			return nil, r.wrap(subject.Digest.String(), ctx.Err())
+		}
+	}
+	if l == nil || err != nil {
+		ctx, cancel := r.ctx(ctx)
+		defer cancel()
+		all, err = r.referrers(ctx, subject)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -538,34 +737,97 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 }
 
 // referrers lists and verifies every referrer of subject, sorted by digest.
+// The tag listing and the fallback index are read at once, and the candidates
+// they name are fetched Parallel at a time.
+//
+// Until the registry has said whether it has the Referrers API, the referrer
+// tags and the fallback index are read while it is asked; their answers are
+// dropped if it has the API.
 func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+	var cands []ocispec.Descriptor
+	var tags []string
+	var terr, ierr error
+	var wg sync.WaitGroup
+	listTags := func() {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			cands, ierr = r.legacyIndex(ctx, subject.Digest)
+		}()
+		go func() {
+			defer wg.Done()
+			tags, terr = r.referrerTags(ctx, subject.Digest)
+		}()
+	}
+	known := r.apiKnown()
+	if !known {
+		listTags()
+	}
 	api, err := r.referrersAPI(ctx, subject)
+	if err == nil && !api && known {
+		listTags()
+	}
+	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	var cands []ocispec.Descriptor
-	var tags []string
 	if api {
-		err = retry(ctx, func() error {
-			cands = cands[:0]
-			err := r.repo.Referrers(ctx, subject, "", func(refs []ocispec.Descriptor) error {
-				cands = append(cands, refs...)
-				return nil
-			})
-			if err != nil && !errors.Is(err, errdef.ErrNotFound) {
-				return r.wrap(subject.Digest.String(), err)
-			}
-			return nil
-		})
+		cands, tags = nil, nil
+		cands, err = r.apiReferrers(ctx, subject)
 	} else {
-		tags, err = r.referrerTags(ctx, subject.Digest)
-		if err == nil {
-			cands, err = r.legacyIndex(ctx, subject.Digest)
+		if terr != nil {
+			err = terr
+		} else if ierr != nil {
+			err = ierr
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
+	if walking(ctx) && len(cands) <= maxAhead {
+		// The walk will ask for the referrers of each referrer: list them
+		// while the candidates themselves are read.
+		for _, c := range cands {
+			if ValidateDescriptor(c) == nil && IsManifest(c.MediaType) {
+				r.listAhead(ctx, c)
+			}
+		}
+	}
+	// What to read: each candidate by digest, then each referrer tag that no
+	// candidate already accounts for (a tag names its referrer by the first
+	// 48 hex digits of its digest).
+	type read struct {
+		desc ocispec.Descriptor // by digest, or
+		tag  string             // by tag
+		b    []byte
+		err  error
+	}
+	var reads []*read
+	byDigest := map[digest.Digest]bool{}
+	for _, c := range cands {
+		if ValidateDescriptor(c) != nil || !IsManifest(c.MediaType) || byDigest[c.Digest] {
+			continue
+		}
+		byDigest[c.Digest] = true
+		reads = append(reads, &read{desc: c})
+	}
+	prefix := referrerTagPrefix(subject.Digest)
+	var covered []string // tags read only if their candidate cannot be
+	for _, t := range tags {
+		if coveredBy(byDigest, strings.TrimPrefix(t, prefix)) {
+			covered = append(covered, t)
+			continue
+		}
+		reads = append(reads, &read{tag: t})
+	}
+	do := func(rd *read) {
+		if rd.tag != "" {
+			rd.desc, rd.b, rd.err = r.fetchTagged(ctx, rd.tag)
+		} else {
+			rd.b, rd.err = r.fetchManifest(ctx, rd.desc)
+		}
+	}
+	parallel(reads, do)
 	seen := map[digest.Digest]bool{}
 	var out []ocispec.Descriptor
 	keep := func(d ocispec.Descriptor, b []byte) {
@@ -578,37 +840,131 @@ func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]o
 		d.Annotations = nil
 		out = append(out, d)
 	}
-	for _, c := range cands {
-		if ValidateDescriptor(c) != nil || !IsManifest(c.MediaType) || seen[c.Digest] {
+	var late []*read
+	for _, rd := range reads {
+		skip := errors.Is(rd.err, ErrNotFound) || errors.Is(rd.err, ErrTooLarge)
+		if rd.tag == "" {
+			skip = skip || errors.Is(rd.err, ErrDigestMismatch) || errors.Is(rd.err, ErrSizeMismatch)
+		} else {
+			skip = skip || errors.Is(rd.err, ErrInvalid)
+		}
+		if skip {
 			continue
 		}
-		b, err := r.fetchManifest(ctx, c)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch) || errors.Is(err, ErrTooLarge) {
-			continue
+		if rd.err != nil {
+			return nil, rd.err
 		}
-		if err != nil {
-			return nil, err
-		}
-		keep(c, b)
-	}
-	for _, t := range tags {
-		if seenPrefix(seen, strings.TrimPrefix(t, referrerTagPrefix(subject.Digest))) {
-			continue // listed in the fallback index and already read and checked
-		}
-		d, b, err := r.fetchTagged(ctx, t)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalid) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !strings.HasPrefix(d.Digest.Encoded(), strings.TrimPrefix(t, referrerTagPrefix(subject.Digest))) {
+		if rd.tag != "" && !strings.HasPrefix(rd.desc.Digest.Encoded(), strings.TrimPrefix(rd.tag, prefix)) {
 			continue // a tag that does not name its content
 		}
-		keep(d, b)
+		keep(rd.desc, rd.b)
+	}
+	for _, t := range covered {
+		if !seenPrefix(seen, strings.TrimPrefix(t, prefix)) {
+			late = append(late, &read{tag: t})
+		}
+	}
+	parallel(late, do)
+	for _, rd := range late {
+		if errors.Is(rd.err, ErrNotFound) || errors.Is(rd.err, ErrTooLarge) || errors.Is(rd.err, ErrInvalid) {
+			continue
+		}
+		if rd.err != nil {
+			return nil, rd.err
+		}
+		if !strings.HasPrefix(rd.desc.Digest.Encoded(), strings.TrimPrefix(rd.tag, prefix)) {
+			continue
+		}
+		keep(rd.desc, rd.b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
 	return out, nil
+}
+
+type walkKey struct{}
+
+// withWalk marks ctx as that of a walk that lists the referrers of every
+// referrer it finds (Copy with Referrers): a Remote then starts those listings
+// while it reads the referrers themselves. Listings started this way do not
+// start more.
+func withWalk(ctx context.Context) context.Context { return context.WithValue(ctx, walkKey{}, true) }
+
+func walking(ctx context.Context) bool { v, _ := ctx.Value(walkKey{}).(bool); return v }
+
+// endWalk drops the listings started ahead of a walk that has ended.
+func (r *Remote) endWalk() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.ahead)
+}
+
+// listAhead starts listing the referrers of subject in the background, unless
+// a listing of it is already waiting.
+func (r *Remote) listAhead(ctx context.Context, subject ocispec.Descriptor) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ahead[subject.Digest] != nil {
+		return
+	}
+	l := &listing{done: make(chan struct{})}
+	r.ahead[subject.Digest] = l
+	// Not cancelled with the listing that started it, and not walking.
+	ctx, cancel := r.ctx(context.WithValue(context.WithoutCancel(ctx), walkKey{}, false))
+	go func() {
+		defer cancel()
+		defer close(l.done)
+		l.refs, l.err = r.referrers(ctx, subject)
+	}()
+}
+
+// parallel runs do on every item, Parallel at a time.
+func parallel[T any](items []T, do func(T)) {
+	if len(items) == 1 {
+		do(items[0])
+		return
+	}
+	sem := make(chan struct{}, Parallel)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			do(it)
+		}()
+	}
+	wg.Wait()
+}
+
+// coveredBy reports whether a digest in set has hex digits starting with
+// prefix.
+func coveredBy(set map[digest.Digest]bool, prefix string) bool {
+	if len(prefix) < 48 {
+		return false
+	}
+	for d := range set {
+		if strings.HasPrefix(d.Encoded(), prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// apiReferrers lists subject's referrers through the Referrers API.
+func (r *Remote) apiReferrers(ctx context.Context, subject ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+	var cands []ocispec.Descriptor
+	err := retry(ctx, func() error {
+		cands = cands[:0]
+		err := r.repo.Referrers(ctx, subject, "", func(refs []ocispec.Descriptor) error {
+			cands = append(cands, refs...)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errdef.ErrNotFound) {
+			return r.wrap(subject.Digest.String(), err)
+		}
+		return nil
+	})
+	return cands, err
 }
 
 // errStopListing ends a tag listing early.
@@ -723,12 +1079,37 @@ func (r *Remote) fetchTagged(ctx context.Context, tag string) (ocispec.Descripto
 // it once: a GET of /v2/<repo>/referrers/<digest> answered 200 with an OCI image
 // index means yes; 404 (other than for an unknown repository) means no.
 func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (bool, error) {
-	r.mu.Lock()
-	api := r.api
-	r.mu.Unlock()
-	if api != 0 {
-		return api > 0, nil
+	for {
+		r.mu.Lock()
+		api, probing := r.api, r.probing
+		if api == 0 && probing == nil {
+			r.probing = make(chan struct{})
+			r.mu.Unlock()
+			break
+		}
+		r.mu.Unlock()
+		if api != 0 {
+			return api > 0, nil
+		}
+		select { // another caller is asking: take its answer
+		case <-probing:
+		case <-ctx.Done():
+			return false, r.wrap("referrers API", ctx.Err())
+		}
+		r.mu.Lock()
+		api = r.api
+		r.mu.Unlock()
+		if api != 0 {
+			return api > 0, nil
+		}
+		// It failed, or the repository did not exist yet: ask ourselves.
 	}
+	defer func() {
+		r.mu.Lock()
+		close(r.probing)
+		r.probing = nil
+		r.mu.Unlock()
+	}()
 	scheme := "https"
 	if r.repo.PlainHTTP {
 		scheme = "http"
@@ -776,8 +1157,12 @@ func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (
 	return state > 0, nil
 }
 
-// Close implements Store.
-func (r *Remote) Close() error { return nil }
+// Close implements Store: it waits for the fallback index updates still
+// running.
+func (r *Remote) Close() error {
+	r.settle()
+	return nil
+}
 
 func (r *Remote) wrap(what string, err error) error {
 	var opErr *net.OpError

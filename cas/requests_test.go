@@ -1,12 +1,16 @@
 package cas_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,16 +18,24 @@ import (
 
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/internal/testenv"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // recorder is a reverse proxy in front of the test registry that logs every
-// request and the most blob downloads it saw in flight at once. Blob GETs are
-// held for a moment so that overlapping downloads show.
+// request and the most blob downloads it saw in flight at once. Blob GETs and
+// manifest GETs by digest are held for a moment so that overlapping requests
+// show; listings and blobs record, for each tag listing and blob download
+// since the last take, how many manifest GETs by digest had been answered when
+// it arrived.
 type recorder struct {
 	mu       sync.Mutex
 	log      []string
 	inFlight int
 	maxBlobs int
+	answered int
+	listings []int
+	blobs    []int // the same for each blob download
 }
 
 func startRecorder(t *testing.T, reg *testenv.Registry) (*recorder, string) {
@@ -36,22 +48,32 @@ func startRecorder(t *testing.T, reg *testenv.Registry) (*recorder, string) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		blob := r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/")
+		byDigest := r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/sha256:")
 		rec.mu.Lock()
 		rec.log = append(rec.log, r.Method+" "+r.URL.Path)
 		if blob {
 			rec.inFlight++
 			rec.maxBlobs = max(rec.maxBlobs, rec.inFlight)
 		}
-		rec.mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/tags/list") {
+			rec.listings = append(rec.listings, rec.answered)
+		}
 		if blob {
+			rec.blobs = append(rec.blobs, rec.answered)
+		}
+		rec.mu.Unlock()
+		if blob || byDigest {
 			time.Sleep(100 * time.Millisecond)
 		}
 		proxy.ServeHTTP(w, r)
+		rec.mu.Lock()
 		if blob {
-			rec.mu.Lock()
 			rec.inFlight--
-			rec.mu.Unlock()
 		}
+		if byDigest {
+			rec.answered++
+		}
+		rec.mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
 	return rec, strings.TrimPrefix(srv.URL, "http://")
@@ -67,14 +89,17 @@ func (r *recorder) take(sub string) []string {
 			out = append(out, l)
 		}
 	}
-	r.log = nil
+	r.log, r.listings, r.blobs, r.answered = nil, nil, nil, 0
 	return out
 }
 
 // TestPushTagsWithManifestAndPullResolvesInOneGet checks the requests of a
 // tagged push and a pull: the root manifest arrives under its tag in one PUT
-// (no PUT by digest, no read of the tag), a tag resolves with one GET whose
-// manifest the copy then reuses, and blobs download concurrently.
+// (no PUT by digest, no read of the tag) after the fallback index lists its
+// referrers; a referrer's read-back lists the referrer tags and reads its own
+// tag, nothing else; a tag resolves with one GET whose manifest the copy then
+// reuses; blobs download concurrently, and while referrers are still being
+// discovered.
 func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	reg := testenv.StartRegistry(t)
 	rec, addr := startRecorder(t, reg)
@@ -83,8 +108,25 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if _, err := cas.Copy(ctx, src, openVia(t, addr, "req/a", cas.RemoteOptions{}), root, cas.CopyOptions{Referrers: true, Tag: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.take("/manifests/v1"); len(got) != 1 || got[0] != "PUT /v2/req/a/manifests/v1" {
+	push := rec.take("/v2/req/a/")
+	t.Logf("requests of the push: %q", push)
+	if got := matching(push, "/manifests/v1"); len(got) != 1 || got[0] != "PUT /v2/req/a/manifests/v1" {
 		t.Fatalf("requests for the tag during push = %q, want one PUT", got)
+	}
+	// 4 blobs (HEAD, POST, PUT each), the Referrers API probe, for each of the
+	// two referrers its PUT under its referrer tag, the read-back (tag list,
+	// GET of its tag) and the fallback index (GET, PUT, GET to check), and the
+	// tagged root.
+	fallback := "/manifests/sha256-" + root.Digest.Encoded()
+	if len(push) != 26 || len(matching(push, "/referrers/")) != 1 || len(matching(push, "/tags/list")) != 2 ||
+		len(matching(push, fallback+".")) != 4 || len(matching(push, "HEAD ")) != 4 {
+		t.Fatalf("the push made %d requests, want 26 (see the test): %q", len(push), push)
+	}
+	tagAt := slices.Index(push, "PUT /v2/req/a/manifests/v1")
+	for i, r := range push {
+		if r == "PUT /v2/req/a"+fallback && i > tagAt {
+			t.Fatalf("the fallback index was written after the root: %q", push)
+		}
 	}
 	r := openVia(t, addr, "req/a", cas.RemoteOptions{})
 	desc, err := r.Resolve(ctx, "v1")
@@ -104,8 +146,12 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if _, err := cas.Copy(ctx, r, dst, desc, cas.CopyOptions{Referrers: true}); err != nil {
 		t.Fatal(err)
 	}
-	mans := rec.take("/manifests/")
-	t.Logf("manifest requests of the pull: %q", mans)
+	rec.mu.Lock()
+	listings, blobs := rec.listings, rec.blobs
+	rec.mu.Unlock()
+	pull := rec.take("/v2/req/a/")
+	t.Logf("requests of the pull: %q", pull)
+	mans := matching(pull, "/manifests/")
 	for _, m := range mans {
 		if strings.HasSuffix(m, root.Digest.String()) {
 			t.Fatalf("the pull fetched the resolved manifest again: %q", mans)
@@ -116,8 +162,26 @@ func TestPushTagsWithManifestAndPullResolvesInOneGet(t *testing.T) {
 	if len(mans) != 5 {
 		t.Fatalf("the pull made %d manifest requests, want 5: %q", len(mans), mans)
 	}
-	if rec.maxBlobs < 2 {
-		t.Fatalf("at most %d blob downloads were in flight at once, want concurrent downloads", rec.maxBlobs)
+	// With the probe, a tag listing for each of the three manifests, and 4 blobs.
+	if len(pull) != 13 {
+		t.Fatalf("the pull made %d requests, want 13: %q", len(pull), pull)
+	}
+	// The root's blobs download while its referrers are being read.
+	if len(blobs) == 0 || slices.Min(blobs) >= 2 {
+		t.Fatalf("blob downloads started after %v referrer manifests had been answered, want one before both: %q", blobs, pull)
+	}
+	// The referrers of each referrer are listed while the referrers
+	// themselves are read, not once they have arrived: all three listings
+	// (the root's and its two referrers') start before both referrers'
+	// manifests are answered.
+	early := 0
+	for _, n := range listings {
+		if n < 2 {
+			early++
+		}
+	}
+	if early != 3 {
+		t.Fatalf("tag listings arrived after %v referrer manifests had been answered, want all three before both: %q", listings, pull)
 	}
 	if rep, err := cas.Fsck(ctx, dst, nil); err != nil || len(rep.Findings) > 0 {
 		t.Fatalf("pulled store: %v %v", rep.Findings, err)
@@ -137,5 +201,42 @@ func TestResolveByDigest(t *testing.T) {
 	desc, err := openRemote(t, reg.Addr, "req/b").Resolve(ctx, root.Digest.String())
 	if err != nil || desc.Digest != root.Digest {
 		t.Fatalf("resolve by digest = %v, %v", desc.Digest, err)
+	}
+}
+
+// matching returns the requests whose path contains sub.
+func matching(reqs []string, sub string) []string {
+	var out []string
+	for _, r := range reqs {
+		if strings.Contains(r, sub) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestSmallBlobPushAllocatesLittle: writing a small blob into a layout sizes
+// its copy buffer by the blob, so a pull of many small blobs does not allocate
+// (and collect) a full transfer buffer for each.
+func TestSmallBlobPushAllocatesLittle(t *testing.T) {
+	l, err := cas.Init(filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var perPush []uint64
+	for i := range 5 {
+		b := []byte(fmt.Sprintf("small blob %d", i))
+		desc := ocispec.Descriptor{MediaType: "application/octet-stream", Digest: digest.FromBytes(b), Size: int64(len(b))}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := l.Push(ctx, desc, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		perPush = append(perPush, after.TotalAlloc-before.TotalAlloc)
+	}
+	if m := slices.Min(perPush); m > 32<<10 {
+		t.Fatalf("pushing a 12-byte blob allocated at least %d bytes, want under 32 KiB (%v)", m, perPush)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
-	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -60,96 +59,17 @@ type Outcome struct {
 // Evaluate runs a validator's evaluation of one reveal: it collects the round
 // from the source, records first-seen times, applies the reveal checks, hands
 // the reveal to its protocol's Driver, and writes the verdict signed by s,
-// with the submission as its subject.
+// with the submission as its subject. It is EvaluateAll of one reveal.
 func Evaluate(ctx context.Context, l *cas.Layout, s *bundle.Signer, req Request) (Outcome, error) {
-	src := req.Source
-	if src == nil {
-		src = l
-	}
-	reveal, err := cas.ResolveRef(ctx, l, req.Reveal)
-	if errors.Is(err, cas.ErrNotFound) && src != cas.Store(l) {
-		if reveal, err = cas.ResolveRef(ctx, src, req.Reveal); err == nil {
-			_, err = cas.Copy(ctx, src, l, reveal, cas.CopyOptions{Subjects: true, Referrers: true})
-		}
-	}
-	if err != nil {
-		return Outcome{}, fmt.Errorf("reveal %s: %w", req.Reveal, err)
-	}
-	refs, round, err := rollouts.ResolveRound(ctx, l, reveal)
+	rs, err := EvaluateAll(ctx, l, func() (*bundle.Signer, error) { return s, nil }, Batch{
+		Reveals: []string{req.Reveal}, Task: req.Task, Source: req.Source, Obs: req.Obs, Options: req.Options, Created: req.Created})
 	if err != nil {
 		return Outcome{}, err
 	}
-	if req.Task != "" {
-		task, err := cas.ResolveRef(ctx, l, req.Task)
-		if err != nil {
-			return Outcome{}, fmt.Errorf("task %s: %w", req.Task, err)
-		}
-		if task.Digest != refs.Task {
-			return Outcome{}, fmt.Errorf("%w: reveal %s is for task %s, not %s", ErrTaskMismatch, reveal.Digest, refs.Task, task.Digest)
-		}
+	if rs[0].Outcome == nil {
+		return Outcome{}, rs[0].Err
 	}
-	seen, err := protocol.Collect(ctx, src, l, refs.Round, req.Obs)
-	if err != nil {
-		return Outcome{}, err
-	}
-	rep, err := protocol.CheckRound(ctx, l, refs.Round, seen, req.Obs, Gate)
-	if err != nil {
-		return Outcome{}, err
-	}
-	entry, ok := rep.Find(reveal.Digest)
-	if !ok {
-		return Outcome{}, fmt.Errorf("reveal %s was not found among the round's reveals", reveal.Digest)
-	}
-	driver, err := req.Options.Driver(round.Protocol)
-	if err != nil {
-		// The reveal checks are every protocol's; a protocol without a
-		// driver has no verdict format yet.
-		if entry.Status != protocol.StatusAccepted {
-			return Outcome{}, &RejectedError{Reveal: reveal.Digest, Entry: entry}
-		}
-		return Outcome{}, fmt.Errorf("reveal %s of a %s round passed the reveal checks: %w", reveal.Digest, round.Protocol, ErrUnsupported)
-	}
-	if refs, err = protocol.ResolveRefs(ctx, l, reveal); err != nil { // the submission may have arrived
-		return Outcome{}, err
-	}
-	c := protocol.Case{Store: l, Signer: s, Refs: refs, Entry: entry, Created: req.Created}
-	// The driver checks its options (the rollouts beacon) before anything is
-	// written.
-	if driver, err = driver.Prepare(ctx, c, round); err != nil {
-		return Outcome{}, err
-	}
-	if c.Sequence, err = nextSequence(l); err != nil {
-		return Outcome{}, err
-	}
-	v, err := driver.Decide(ctx, c)
-	if err != nil {
-		return Outcome{}, err
-	}
-	subject := refs.Submission
-	if subject.MediaType == "" {
-		subject = refs.Reveal // the submission never arrived; the verdict still names its digest
-	}
-	desc, err := bundle.WriteSigned(ctx, l, s, bundle.Artifact{Kind: protocol.KindVerdict, Record: v, Subject: &subject, Created: req.Created})
-	if err != nil {
-		return Outcome{}, err
-	}
-	out := Outcome{Verdict: v, Artifact: desc, Evidence: []ocispec.Descriptor{}}
-	art, err := bundle.Load(ctx, l, desc)
-	if err != nil {
-		return Outcome{}, err
-	}
-	ds, err := driver.Evidence(art)
-	if err != nil {
-		return Outcome{}, err
-	}
-	for _, d := range ds {
-		e, err := l.Resolve(ctx, d.String())
-		if err != nil {
-			return Outcome{}, fmt.Errorf("evidence %s: %w", d, err)
-		}
-		out.Evidence = append(out.Evidence, e)
-	}
-	return out, l.Flush()
+	return *rs[0].Outcome, rs[0].Err
 }
 
 // nextSequence returns the validator's next verdict sequence number, kept in the

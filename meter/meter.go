@@ -29,11 +29,11 @@ const MaxScenarios = 4096
 // DefaultScenario is the scenario of requests that name none.
 const DefaultScenario = "default"
 
-var scenarioRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var scenarioRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`) })
 
 // ValidScenario reports whether id can name a scenario: 1-128 ASCII letters,
 // digits, '.', '_' or '-', starting with a letter or digit.
-func ValidScenario(id string) bool { return scenarioRE.MatchString(id) }
+func ValidScenario(id string) bool { return scenarioRE().MatchString(id) }
 
 // Options are the run-time choices of a meter that the task does not fix.
 type Options struct {

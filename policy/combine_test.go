@@ -186,7 +186,7 @@ func TestPatterns(t *testing.T) {
 			t.Errorf("pattern %s has no test case", p)
 			continue
 		}
-		if !patterns[p].MatchString(c[0]) || patterns[p].MatchString(c[1]) {
+		if !patterns()[p].MatchString(c[0]) || patterns()[p].MatchString(c[1]) {
 			t.Errorf("pattern %s: %q should match, %q should not", p, c[0], c[1])
 		}
 	}

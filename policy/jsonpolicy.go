@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/meter"
@@ -28,13 +29,13 @@ var PatternExpressions = map[string]string{
 	"question":     `\?\s*$`,
 }
 
-var patterns = func() map[string]*regexp.Regexp {
+var patterns = sync.OnceValue(func() map[string]*regexp.Regexp {
 	out := map[string]*regexp.Regexp{}
 	for n, e := range PatternExpressions {
 		out[n] = regexp.MustCompile(e)
 	}
 	return out
-}()
+})
 
 // Default texts of the policy.json interpreter (docs/POLICY.md §3).
 const (
@@ -151,7 +152,7 @@ func matches(m *gate.Match, turn int, req *agentRequest) bool {
 		if m.Contains != "" && !strings.Contains(last, m.Contains) {
 			return false
 		}
-		if m.Pattern != "" && !patterns[m.Pattern].MatchString(last) {
+		if m.Pattern != "" && !patterns()[m.Pattern].MatchString(last) {
 			return false
 		}
 	}

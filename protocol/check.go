@@ -83,6 +83,26 @@ func (r RoundReport) Find(reveal digest.Digest) (Entry, bool) {
 // itself: signatures are checked against the key the commitment binds, and the
 // commitment hash is recomputed.
 func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, seen map[digest.Digest]Seen, obs Observation, gateFn GateFunc) (RoundReport, error) {
+	return CheckRoundFor(ctx, st, round, seen, obs, gateFn, nil)
+}
+
+// CheckRoundFor is CheckRound for the reveals a validator evaluates: the
+// report lists only the entries of the reveals in want (nil: every entry, as
+// CheckRound), and each of those entries is the one CheckRound gives. Only
+// the wanted reveals are gated. Every reveal of the round is still loaded and
+// its signature checked, since which opening answers a commitment depends on
+// all of them; the submission of another reveal is read and its content
+// verified only when the content it claims is the content of a wanted reveal,
+// the only case in which it can make a wanted reveal a copy (a submission
+// whose verified content differs from its claim has no content).
+func CheckRoundFor(ctx context.Context, st cas.Store, round ocispec.Descriptor, seen map[digest.Digest]Seen, obs Observation, gateFn GateFunc, want []digest.Digest) (RoundReport, error) {
+	var wanted map[digest.Digest]bool
+	if want != nil {
+		wanted = make(map[digest.Digest]bool, len(want))
+		for _, d := range want {
+			wanted[d] = true
+		}
+	}
 	var r Round
 	if _, err := LoadAs(ctx, st, round, KindRound, &r); err != nil {
 		return RoundReport{}, fmt.Errorf("reading round: %w", err)
@@ -104,6 +124,13 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 		return taskFS, nil
 	}
 	opened := map[digest.Digest]bool{} // commitment artifacts with a valid opening
+	// deferred are the valid openings not wanted whose submission was not
+	// read: the content their submission record claims, and their key.
+	type pending struct {
+		claimed digest.Digest
+		key     *bundle.PublicKey
+	}
+	deferred := map[digest.Digest]pending{}
 	for _, cd := range commits {
 		s, ok := seen[cd.Digest]
 		if !ok {
@@ -139,6 +166,15 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 			}
 			re := e
 			re.Reveal, re.RevealSeen = rd.Digest, &rs
+			if wanted != nil && !wanted[rd.Digest] {
+				// Only whether it is a valid opening matters, and what
+				// content it claims.
+				if ok, claimed := openingOf(ctx, st, &re, rd, round.Digest, key); ok {
+					deferred[rd.Digest] = pending{claimed, key}
+					valid = append(valid, re)
+				}
+				continue
+			}
 			if checkReveal(ctx, st, &re, rd, round.Digest, r, key, loadTask, gateFn, r.Protocol) {
 				valid = append(valid, re)
 			} else {
@@ -171,6 +207,22 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 		}
 	}
 	sort.SliceStable(rep.Entries, func(i, j int) bool { return commitBefore(rep.Entries[i], rep.Entries[j]) })
+	if wanted != nil {
+		// The deferred openings that could be the original of a wanted
+		// reveal's content: read and verify their submission now.
+		contents := map[digest.Digest]bool{}
+		for _, e := range rep.Entries {
+			if wanted[e.Reveal] && e.Content != "" {
+				contents[e.Content] = true
+			}
+		}
+		for i, e := range rep.Entries {
+			p, ok := deferred[e.Reveal]
+			if ok && contents[p.claimed] {
+				loadSubmission(ctx, st, e.Submission, p.key, &rep.Entries[i])
+			}
+		}
+	}
 	// Copies: the earliest commitment of a content wins; later ones from other
 	// keys lose. Every valid opening whose content is known counts as an
 	// original, whatever its own outcome (late, gate failure), so a copier
@@ -191,7 +243,43 @@ func CheckRound(ctx context.Context, st cas.Store, round ocispec.Descriptor, see
 		}
 	}
 	sort.SliceStable(rep.Extra, func(i, j int) bool { return rep.Extra[i].Reveal < rep.Extra[j].Reveal })
+	if wanted != nil {
+		keep := func(es []Entry) []Entry {
+			out := []Entry{}
+			for _, e := range es {
+				if e.Reveal != "" && wanted[e.Reveal] {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+		rep.Entries, rep.Extra = keep(rep.Entries), keep(rep.Extra)
+	}
 	return rep, nil
+}
+
+// openingOf applies the checks of checkReveal that decide whether a reveal is
+// a valid opening of the commitment (the same checks, in the same order), and
+// returns the content digest its submission record claims ("" when the
+// submission cannot be read). It reads no submission content.
+func openingOf(ctx context.Context, st cas.Store, e *Entry, rd ocispec.Descriptor, roundDigest digest.Digest, key *bundle.PublicKey) (bool, digest.Digest) {
+	var rv Reveal
+	if _, err := LoadAs(ctx, st, rd, KindReveal, &rv); err != nil || rv.Validate() != nil {
+		return false, ""
+	}
+	e.Submission = rv.Submission
+	if !signedBy(ctx, st, rd, key) || rv.Commitment != e.Commitment || rv.Round != roundDigest || rv.Miner != e.Miner || !rv.Opens() {
+		return false, ""
+	}
+	sd, err := st.Resolve(ctx, rv.Submission.String())
+	if err != nil {
+		return true, ""
+	}
+	var content bundle.ContentRecord
+	if _, err := LoadAs(ctx, st, sd, KindSubmission, &content); err != nil {
+		return true, ""
+	}
+	return true, content.Content.Digest
 }
 
 func commitBefore(a, b Entry) bool {

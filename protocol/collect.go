@@ -68,3 +68,34 @@ func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.De
 	}
 	return Observe(l, observed, obs)
 }
+
+// Preview returns what Collect from the layout itself would return (the
+// first-seen records, with obs as the reading of every commitment and reveal
+// of the round not seen before) and those commitments and reveals, without
+// writing anything. Observe(l, observed, obs) later records them; it returns
+// the same records unless another process observed some of them meanwhile.
+func Preview(ctx context.Context, l *cas.Layout, round ocispec.Descriptor, obs Observation) (seen map[digest.Digest]Seen, observed []digest.Digest, err error) {
+	commits, err := l.Referrers(ctx, round, bundle.ArtifactType(KindCommitment))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range commits {
+		observed = append(observed, c.Digest)
+		reveals, err := l.Referrers(ctx, c, bundle.ArtifactType(KindReveal))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, rd := range reveals {
+			observed = append(observed, rd.Digest)
+		}
+	}
+	if seen, err = LoadSeen(l); err != nil {
+		return nil, nil, err
+	}
+	for _, d := range observed {
+		if _, ok := seen[d]; !ok {
+			seen[d] = obs.seen()
+		}
+	}
+	return seen, observed, nil
+}

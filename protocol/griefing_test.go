@@ -8,14 +8,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/gate"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -162,6 +165,24 @@ func (f *roundFixture) check(now string) RoundReport {
 	rep, err := CheckRound(f.ctx, f.l, f.round, f.seen, obs, nil)
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	// The check of one reveal, as a validator evaluating it runs it, gives
+	// that reveal the entry the whole round's check gives it.
+	for _, e := range append(append([]Entry{}, rep.Entries...), rep.Extra...) {
+		if e.Reveal == "" {
+			continue
+		}
+		one, err := CheckRoundFor(f.ctx, f.l, f.round, f.seen, obs, nil, []digest.Digest{e.Reveal})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		got, ok := one.Find(e.Reveal)
+		if !ok || len(one.Entries)+len(one.Extra) != 1 {
+			f.t.Fatalf("CheckRoundFor(%s) lists %d entries and %d extra, want the reveal's alone", e.Reveal, len(one.Entries), len(one.Extra))
+		}
+		if !reflect.DeepEqual(got, e) {
+			f.t.Errorf("CheckRoundFor(%s) = %+v, CheckRound gives %+v", e.Reveal, got, e)
+		}
 	}
 	return rep
 }
@@ -396,4 +417,62 @@ func TestCopyByContentNotClaim(t *testing.T) {
 	rep := f.check(laterStill)
 	want(t, rep, honestA, StatusAccepted, "")
 	want(t, rep, revB, StatusRejected, ReasonMalformed)
+}
+
+// TestCheckRoundForGatesOnlyWanted: the check of one reveal runs the gate on
+// that reveal's submission alone, and gives the same outcome as the round's.
+func TestCheckRoundForGatesOnlyWanted(t *testing.T) {
+	f := newRoundFixture(t)
+	alice, bob := newSigner(t), newSigner(t)
+	secA := f.commit(alice, "alice\n", beforeClose)
+	secB := f.commit(bob, "bob: bad\n", beforeClose)
+	revA := f.honest(alice, secA, afterClose)
+	revB := f.honest(bob, secB, afterClose)
+	var gated []string
+	gateFn := func(_ context.Context, _ string, _, sub fs.FS) ([]gate.Violation, error) {
+		b, err := fs.ReadFile(sub, "optimizer.py")
+		if err != nil {
+			return nil, err
+		}
+		gated = append(gated, string(b))
+		if strings.Contains(string(b), "bad") {
+			return []gate.Violation{{Rule: "bad", Detail: "bad content"}}, nil
+		}
+		return nil, nil
+	}
+	obs := Observation{Now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
+	rep, err := CheckRound(f.ctx, f.l, f.round, f.seen, obs, gateFn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gated) != 2 {
+		t.Fatalf("the round's check gated %d submissions, want 2", len(gated))
+	}
+	want(t, rep, revA, StatusAccepted, "")
+	want(t, rep, revB, StatusRejected, ReasonGateFailed)
+	for _, tc := range []struct {
+		name           string
+		reveal         digest.Digest
+		content        string
+		status, reason string
+	}{
+		{"alice", revA, "alice\n", StatusAccepted, ""},
+		{"bob", revB, "bob: bad\n", StatusRejected, ReasonGateFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gated = nil
+			one, err := CheckRoundFor(f.ctx, f.l, f.round, f.seen, obs, gateFn, []digest.Digest{tc.reveal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gated) != 1 || gated[0] != tc.content {
+				t.Errorf("gated %q, want only %q", gated, tc.content)
+			}
+			want(t, one, tc.reveal, tc.status, tc.reason)
+			all, _ := rep.Find(tc.reveal)
+			if got, _ := one.Find(tc.reveal); !reflect.DeepEqual(got, all) {
+				t.Errorf("entry %+v, the round's check gives %+v", got, all)
+			}
+		})
+	}
 }

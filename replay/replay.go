@@ -145,6 +145,29 @@ func Run(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted 
 // verdict that verifies but regenerates differently, or whose driver reports
 // findings, is a Result with Outcome Differs.
 func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trusted []*bundle.PublicKey, opts evaluate.Options) (Result, error) {
+	return NewSession(st, trusted, opts).Run(ctx, verdict)
+}
+
+// Session replays several verdicts held in one store, as RunWith replays
+// each: the inputs verdicts share (the task and the round of a round's
+// verdicts) are verified once, the first time one of its verdicts needs them.
+// It is not safe for concurrent use.
+type Session struct {
+	st       cas.Store
+	trusted  []*bundle.PublicKey
+	opts     evaluate.Options
+	verified map[digest.Digest]bool // task and round artifacts found sound
+}
+
+// NewSession returns a Session replaying verdicts held in st, with trusted
+// and opts as RunWith takes them.
+func NewSession(st cas.Store, trusted []*bundle.PublicKey, opts evaluate.Options) *Session {
+	return &Session{st: st, trusted: trusted, opts: opts, verified: map[digest.Digest]bool{}}
+}
+
+// Run replays one verdict: RunWith's result and error for it.
+func (s *Session) Run(ctx context.Context, verdict ocispec.Descriptor) (Result, error) {
+	st, trusted, opts := s.st, s.trusted, s.opts
 	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Skipped: []bundle.SignatureCheck{}}
 	if len(trusted) == 0 {
 		return res, ErrNoTrustedKeys
@@ -166,12 +189,16 @@ func RunWith(ctx context.Context, st cas.Store, verdict ocispec.Descriptor, trus
 		if err != nil {
 			return res, fmt.Errorf("input %s: %w", d, err)
 		}
+		if s.verified[d] {
+			continue
+		}
 		if rep := bundle.Verify(ctx, st, desc, nil); hasDigestProblem(rep) {
 			return res, fmt.Errorf("input %s: %w", d, rep.Err())
 		}
 		if _, err := bundle.Signers(ctx, st, desc); err != nil {
 			return res, fmt.Errorf("input %s: %w: %v", d, bundle.ErrVerify, err)
 		}
+		s.verified[d] = true
 	}
 	reveal, err := st.Resolve(ctx, recorded.Inputs.Reveal.String())
 	if err != nil {

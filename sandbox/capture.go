@@ -4,7 +4,14 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 )
+
+// chunks are drain's read buffers, reused: every run drains three streams.
+var chunks = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
 
 // capture keeps the first max bytes read from a stream and counts the rest.
 type capture struct {
@@ -16,7 +23,9 @@ type capture struct {
 // drain reads r to EOF. It never stops early, so a writer is never blocked or
 // sent SIGPIPE because its output exceeded the bound.
 func (c *capture) drain(r io.Reader) error {
-	chunk := make([]byte, 32<<10)
+	bp := chunks.Get().(*[]byte)
+	defer chunks.Put(bp)
+	chunk := *bp
 	for {
 		n, err := r.Read(chunk)
 		_, _ = c.Write(chunk[:n])

@@ -260,6 +260,44 @@ func discoverCgroups(probe bool) cgroupLayout {
 	return l
 }
 
+// layoutCache holds the layout Run last discovered, keyed by the caller's
+// cgroup membership (/proc/self/cgroup): reading the mount table costs more
+// than the rest of a run's cgroup set-up.
+var layoutCache struct {
+	sync.Mutex
+	own    string
+	layout cgroupLayout
+}
+
+// runLayout returns discoverCgroups(false), from layoutCache while the
+// caller's membership is unchanged; fresh says it was discovered now. A
+// cached layout can be stale only if the hierarchies were remounted or the
+// caller's cgroup removed: Run then retries with a fresh one.
+func runLayout() (l cgroupLayout, fresh bool) {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return discoverCgroups(false), true
+	}
+	layoutCache.Lock()
+	defer layoutCache.Unlock()
+	if layoutCache.own != "" && layoutCache.own == string(own) {
+		return layoutCache.layout, false
+	}
+	l = discoverCgroups(false)
+	// Discovery may move the caller (enableV2): key by where it is now.
+	if after, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		layoutCache.own, layoutCache.layout = string(after), l
+	}
+	return l, true
+}
+
+// forgetLayout empties layoutCache.
+func forgetLayout() {
+	layoutCache.Lock()
+	defer layoutCache.Unlock()
+	layoutCache.own = ""
+}
+
 // v2Controllers are the cgroup v2 controllers the sandbox uses.
 var v2Controllers = []string{"memory", "pids", "cpu"}
 
@@ -498,6 +536,16 @@ func (cg *runCgroup) setPids(n int64) error {
 		v = strconv.FormatInt(n, 10)
 	}
 	return writeCgroupFile(dir, "pids.max", v)
+}
+
+// cgroupCounters are what a run's cgroups report at its end.
+type cgroupCounters struct {
+	oomKills, pidsEvents, peakMemory int64
+}
+
+// counters reads the counters; peakMemory is -1 if unknown.
+func (cg *runCgroup) counters() *cgroupCounters {
+	return &cgroupCounters{oomKills: cg.oomKills(), pidsEvents: cg.pidsEvents(), peakMemory: cg.peakMemory()}
 }
 
 // pidsEvents returns how many forks the pids limit refused.

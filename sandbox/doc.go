@@ -4,10 +4,11 @@
 //
 // # Model
 //
-// Run re-executes the calling binary (/proc/self/exe) as the sandbox init,
-// in fresh user, mount, pid, network, IPC, UTS and cgroup namespaces. The
-// init is pid 1 of the new pid namespace. It builds a minimal root file system
-// on a tmpfs (the host's /usr, /bin, /lib… and a few files of /etc bound
+// Run starts the sandbox init, the small static program feval-sandbox-init
+// beside the calling executable or, where there is none, the calling binary
+// itself (/proc/self/exe), in fresh user, mount, pid, network, IPC, UTS and
+// cgroup namespaces. The init is pid 1 of the new pid namespace. It builds a
+// minimal root file system on a tmpfs (the host's /usr, /bin, /lib… and a few files of /etc bound
 // read-only, a fresh /proc, a /dev with only null, zero, full, random and
 // urandom (read-only binds), the Spec's inputs read-only under /in (as
 // overlays, so that their host paths do not show in the mount table), a
@@ -55,8 +56,13 @@
 //
 // # Wiring
 //
-// A binary that calls Run or Check must call InitIfChild as the first
-// statement of main, and test binaries in TestMain:
+// Run looks for the init program at $FEVAL_SANDBOX_INIT (InitEnv), then
+// beside os.Executable (InitProgram); its main is InitMain. The init and the
+// caller exchange a checksum of this package's source and refuse to start a
+// program when they differ (ErrStaleInit). Where no init program is found,
+// the calling binary is its own init, so a binary that calls Run or Check
+// must call InitIfChild as the first statement of main, and test binaries in
+// TestMain:
 //
 //	func main() {
 //		sandbox.InitIfChild()

@@ -3,8 +3,6 @@
 package sandbox
 
 import (
-	"encoding/binary"
-
 	seccomp "github.com/elastic/go-seccomp-bpf"
 )
 
@@ -25,11 +23,14 @@ func SeccompFilter() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, 8*len(prog))
-	for _, f := range prog {
-		out = binary.NativeEndian.AppendUint16(out, f.Code)
-		out = append(out, f.Jt, f.Jf)
-		out = binary.NativeEndian.AppendUint32(out, f.K)
-	}
-	return out, nil
+	return encodeFilter(prog), nil
+}
+
+// UseInit makes Run start the init at path ("/proc/self/exe" for the calling
+// binary itself) instead of looking for one, until the returned function is
+// called.
+func UseInit(path string) (restore func()) {
+	old := initOverride
+	initOverride = &path
+	return func() { initOverride = old }
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/sys/unix"
 )
 
 func TestClassifyPrecedence(t *testing.T) {
@@ -329,5 +330,96 @@ func TestEnableV2(t *testing.T) {
 	leaf := filepath.Join(dir, v2SupervisorLeaf)
 	if home, procs := v2Home(leaf); home != dir || procs != leaf {
 		t.Errorf("v2Home(%s) = %s, %s; want the home and the leaf", leaf, home, procs)
+	}
+}
+
+func TestInitPathLookup(t *testing.T) {
+	// TestMain chose the init for every test: look it up as Run would.
+	defer func(o *string) { initOverride = o }(initOverride)
+	initOverride = nil
+	t.Setenv(InitEnv, "")
+	// A test binary has no init program beside it: it is its own init.
+	if p, err := initPath(); err != nil || p != selfExe {
+		t.Fatalf("initPath() = %q, %v; want %s", p, err, selfExe)
+	}
+	dir := t.TempDir()
+	prog := filepath.Join(dir, InitProgram)
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(InitEnv, prog)
+	if p, err := initPath(); err != nil || p != prog {
+		t.Fatalf("initPath() = %q, %v; want %s", p, err, prog)
+	}
+	// Named but missing or not executable: an error naming the variable,
+	// never a silent fallback.
+	for _, bad := range []string{filepath.Join(dir, "missing"), dir} {
+		t.Setenv(InitEnv, bad)
+		if p, err := initPath(); err == nil || !strings.Contains(err.Error(), InitEnv) {
+			t.Fatalf("initPath() with %s=%s = %q, %v; want an error naming %s", InitEnv, bad, p, err, InitEnv)
+		}
+	}
+}
+
+func TestFilterEncoding(t *testing.T) {
+	b, err := programFilter(true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := decodeFilter(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := seccompProgram(seccomp.ActionUserNotify, false)
+	if !reflect.DeepEqual(prog, want) {
+		t.Fatal("the decoded filter differs from the assembled one")
+	}
+	for _, bad := range [][]byte{nil, b[:len(b)-1], make([]byte, 8*(unix.BPF_MAXINSNS+1))} {
+		if _, err := decodeFilter(bad); err == nil {
+			t.Errorf("decodeFilter accepted %d bytes", len(bad))
+		}
+	}
+	if got := violationName(syscallViolation(unix.SYS_PTRACE)); got != "ptrace" {
+		t.Errorf("violationName = %q, want ptrace", got)
+	}
+	if got := violationName(unidentifiedViolation); got != unidentifiedViolation {
+		t.Errorf("violationName(unidentified) = %q", got)
+	}
+}
+
+func TestCgroupLayoutCached(t *testing.T) {
+	defer forgetLayout()
+	forgetLayout()
+	l, fresh := runLayout()
+	if !fresh {
+		t.Fatal("an empty cache gave a layout")
+	}
+	if len(l.homes) == 0 {
+		t.Skip("no cgroup hierarchy to create runs' cgroups in")
+	}
+	if _, fresh := runLayout(); fresh {
+		t.Fatal("the layout was discovered again with the caller's cgroups unchanged")
+	}
+	// A cached layout whose homes are gone (hierarchies remounted, say):
+	// Run discovers the layout again instead of failing.
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := cgroupLayout{homes: map[string]cgroupHome{}, problems: map[string]string{}}
+	for ctl, h := range l.homes {
+		h.dir = filepath.Join(t.TempDir(), "gone")
+		h.procs = h.dir
+		stale.homes[ctl] = h
+	}
+	layoutCache.Lock()
+	layoutCache.own, layoutCache.layout = string(own), stale
+	layoutCache.Unlock()
+	res, err := Run(context.Background(), Spec{Args: []string{"/bin/true"}})
+	if err != nil || res.Class != ClassOK {
+		t.Fatalf("Run with a stale cached layout: %s %v", res.Class, err)
+	}
+	if got, fresh := runLayout(); fresh || !reflect.DeepEqual(got, l) {
+		t.Fatal("Run did not cache the layout it discovered again")
 	}
 }

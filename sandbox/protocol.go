@@ -1,13 +1,32 @@
 package sandbox
 
-// The parent (Run) and the sandbox init (InitIfChild) talk over pipes. The
-// parent sends one initConfig as JSON and closes the pipe; the init answers
-// with initEvent JSON lines. When the init is ready to start the program it
-// reports how many tasks (threads) it has; the parent, which has put the init
+import "errors"
+
+// The parent (Run) and the sandbox init (InitIfChild, or InitMain in the
+// separate init program) talk over pipes. The parent sends one initConfig as
+// JSON and closes the pipe; the init answers with initEvent JSON lines. Both
+// sides check the other's identity (initIdentity) before the program starts:
+// the init refuses a config whose Identity is not its own, and the parent
+// refuses a ready event that does not carry its own. When the init is ready
+// to start the program it reports how many tasks (threads) it has; the parent, which has put the init
 // in the run's cgroups, sets the process limit accordingly and writes one byte
 // on the control pipe to let the program start. Once the program has started,
 // the parent moves the init out of the run's cgroups and makes the limit
 // exact. The parent closes the control pipe to let the init exit.
+
+// InitProgram is the file name of the sandbox init program that Run starts
+// when it lies beside the calling executable (cmd/feval-sandbox-init, built
+// next to bin/feval by make build).
+const InitProgram = "feval-sandbox-init"
+
+// InitEnv names the environment variable that, when set, is the path of the
+// sandbox init program Run must start, instead of the one beside the calling
+// executable.
+const InitEnv = "FEVAL_SANDBOX_INIT"
+
+// ErrStaleInit is wrapped by the error of a run whose init program was built
+// from other source than the caller: the run did not start the program.
+var ErrStaleInit = errors.New("the sandbox init was built from other source than this program")
 
 // initEnv is the environment variable that marks a process as a sandbox init.
 // Its value is the mode: "run" or "probe".
@@ -38,12 +57,20 @@ type initMount struct {
 }
 
 type initConfig struct {
-	RootDir string      `json:"root_dir"`
-	Args    []string    `json:"args"`
-	Env     []string    `json:"env"`
-	Dir     string      `json:"dir"`
-	Inputs  []initMount `json:"inputs"`
-	Socket  string      `json:"socket"`
+	// Identity is the parent's initIdentity.
+	Identity string `json:"identity"`
+	// Filter is the program's seccomp filter, as raw struct sock_filter
+	// instructions in the host's byte order, assembled once by the parent.
+	Filter []byte `json:"filter"`
+	// RefuseInotify says the filter refuses inotify; the init checks that
+	// the kernel then cannot bound inotify per user namespace.
+	RefuseInotify bool        `json:"refuse_inotify"`
+	RootDir       string      `json:"root_dir"`
+	Args          []string    `json:"args"`
+	Env           []string    `json:"env"`
+	Dir           string      `json:"dir"`
+	Inputs        []initMount `json:"inputs"`
+	Socket        string      `json:"socket"`
 	// Listen passes fdListen to the program as ListenFD.
 	Listen      bool  `json:"listen"`
 	TmpBytes    int64 `json:"tmp_bytes"`
@@ -72,12 +99,15 @@ const (
 type initEvent struct {
 	Event string `json:"e"`
 	// ready
-	Tasks int64 `json:"tasks,omitempty"`
+	Tasks    int64  `json:"tasks,omitempty"`
+	Identity string `json:"identity,omitempty"`
 	// started
 	Landlock int `json:"landlock,omitempty"`
 	// exited
-	ExitCode   int    `json:"exit_code,omitempty"`
-	Signal     int    `json:"signal,omitempty"`
+	ExitCode int `json:"exit_code,omitempty"`
+	Signal   int `json:"signal,omitempty"`
+	// Violation is the denied call that ended the run: "syscall N" with
+	// its number (the parent names it), or unidentifiedViolation.
 	Violation  string `json:"violation,omitempty"`
 	Sigsys     bool   `json:"sigsys,omitempty"`
 	UserMicros int64  `json:"user_micros,omitempty"`

@@ -40,7 +40,8 @@ const namespaceFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLO
 // failed (*SetupError), or ctx ended (the error wraps ctx.Err()). When ctx
 // ends, the whole process tree is killed before Run returns.
 //
-// Run re-executes /proc/self/exe as the sandbox init: the binary must call
+// Run starts the sandbox init program (see initPath) where there is one, and
+// otherwise re-executes /proc/self/exe as the init: the binary must call
 // InitIfChild first thing in main.
 func Run(ctx context.Context, spec Spec) (Result, error) {
 	spec = spec.WithDefaults()
@@ -66,9 +67,11 @@ type runner struct {
 	spec Spec
 	res  Result
 
-	cmd     *exec.Cmd
-	cg      *runCgroup
-	initPID int
+	cmd       *exec.Cmd
+	cg        *runCgroup
+	cgAwaited bool
+	cgErr     error
+	initPID   int
 	// cpu0 is the run's CPU counter when the program started.
 	cpu0 int64
 }
@@ -121,18 +124,39 @@ func (r *runner) run(ctx context.Context) (err error) {
 	} else {
 		r.res.Mechanisms = append(r.res.Mechanisms, "seccomp-kill")
 	}
+	cfg.RefuseInotify = kernelRefusesInotify()
+	if cfg.Filter, err = programFilter(cfg.Notify, cfg.RefuseInotify); err != nil {
+		return &SetupError{Stage: "seccomp", Err: err}
+	}
+	cfg.Identity = initIdentity()
+	initProg, err := initPath()
+	if err != nil {
+		return &SetupError{Stage: "find sandbox init", Err: err}
+	}
 	cfg.Landlock = landlockABI() > 0
 
-	r.cg, err = newRunCgroup(discoverCgroups(false), spec.Limits)
-	if err != nil {
-		return err
-	}
+	// The run's cgroups are made while the init starts up, which joins
+	// them only when it is ready; r.cg is used only after awaitCgroup.
+	cgDone := make(chan error, 1)
+	go func() {
+		l, fresh := runLayout()
+		cg, err := newRunCgroup(l, spec.Limits)
+		if err != nil && !fresh {
+			forgetLayout()
+			l, _ = runLayout()
+			cg, err = newRunCgroup(l, spec.Limits)
+		}
+		r.cg = cg
+		cgDone <- err
+	}()
 	defer func() {
+		if r.awaitCgroup(cgDone) != nil {
+			return
+		}
 		if rerr := r.cg.remove(); rerr != nil && err == nil {
 			err = &SetupError{Stage: "remove cgroup", Err: rerr}
 		}
 	}()
-	r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
 
 	var listen *os.File
 	if spec.Listen != "" {
@@ -158,8 +182,8 @@ func (r *runner) run(ctx context.Context) (err error) {
 	defer p.closeAll()
 
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{"feval-sandbox-init"},
+		Path:       initProg,
+		Args:       []string{InitProgram},
 		Env:        []string{initEnv + "=run", "GOMAXPROCS=1"},
 		Stdout:     p.stdoutW,
 		Stderr:     p.initErrW,
@@ -225,6 +249,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	var (
 		o        outcome
+		counters *cgroupCounters
 		exited   *initEvent
 		setupErr error
 		start    time.Time
@@ -252,6 +277,16 @@ loop:
 			}
 			switch ev.Event {
 			case evReady:
+				if err := r.awaitCgroup(cgDone); err != nil {
+					setupErr = err
+					kill()
+					continue
+				}
+				if ev.Identity != cfg.Identity {
+					setupErr = &SetupError{Stage: "handshake", Err: staleInitError(initProg)}
+					kill()
+					continue
+				}
 				// The program is forked from the init, so it starts in
 				// the run's cgroups; the init waits for the go byte
 				// before forking. Its own start-up ran outside them, at
@@ -303,6 +338,7 @@ loop:
 				}
 			case evExited:
 				end = time.Now()
+				ev.Violation = violationName(ev.Violation)
 				e := ev
 				exited = &e
 				if err := r.finish(ctx, &o, e); err != nil {
@@ -310,11 +346,21 @@ loop:
 				}
 				p.controlW.Close()
 				p.controlW = nil
+				// The program's processes are all gone: read the
+				// cgroups' counters and remove them while the init
+				// exits.
+				counters = r.cg.counters()
+				if err := r.cg.remove(); err != nil && setupErr == nil {
+					setupErr = &SetupError{Stage: "remove cgroup", Err: err}
+				}
 			case evError:
 				setupErr = &SetupError{Stage: ev.Stage, Err: errors.New(ev.Message)}
+				if ev.Stage == "handshake" {
+					setupErr = &SetupError{Stage: ev.Stage, Err: staleInitError(initProg)}
+				}
 			}
 		case <-setup.C:
-			setupErr = &SetupError{Stage: "start", Err: fmt.Errorf("the sandbox init did not start the program within %v (does main call sandbox.InitIfChild first?)", setupTimeout)}
+			setupErr = &SetupError{Stage: "start", Err: fmt.Errorf("the sandbox init %s did not start the program within %v (is it feval-sandbox-init, or a binary whose main calls sandbox.InitIfChild first?)", initProg, setupTimeout)}
 			kill()
 		case <-wallC:
 			o.timedOut = fmt.Sprintf("wall time limit of %d ms reached", spec.Limits.WallMillis)
@@ -354,9 +400,16 @@ loop:
 	if !start.IsZero() && !end.IsZero() {
 		r.res.WallMillis = end.Sub(start).Milliseconds()
 	}
-	o.oomKills = r.cg.oomKills()
-	o.pidsEvents = r.cg.pidsEvents()
-	r.res.PeakMemoryBytes = r.cg.peakMemory()
+	if err := r.awaitCgroup(cgDone); err != nil {
+		if setupErr == nil {
+			setupErr = err
+		}
+		return setupErr
+	}
+	if counters == nil {
+		counters = r.cg.counters()
+	}
+	o.oomKills, o.pidsEvents, r.res.PeakMemoryBytes = counters.oomKills, counters.pidsEvents, counters.peakMemory
 	if exited != nil {
 		r.res.CPUMillis = (exited.UserMicros + exited.SysMicros) / 1000
 		if r.res.PeakMemoryBytes < 0 {
@@ -376,7 +429,7 @@ loop:
 
 	// The init died without reporting: by the limits, or the sandbox broke.
 	if exited == nil && o.timedOut == "" && o.oomKills == 0 && o.pidsEvents == 0 && setupErr == nil {
-		setupErr = &SetupError{Stage: "init", Err: fmt.Errorf("exited without a report (%v): %s", waitErr, initErr.buf)}
+		setupErr = &SetupError{Stage: "init", Err: fmt.Errorf("%s exited without a report (%v): %s", initProg, waitErr, initErr.buf)}
 	}
 	if setupErr != nil && start.IsZero() {
 		return setupErr
@@ -431,6 +484,19 @@ func (r *runner) finish(ctx context.Context, o *outcome, ev initEvent) error {
 		return &SetupError{Stage: "copy output", Err: err}
 	}
 	return nil
+}
+
+// awaitCgroup waits for the run's cgroups that run started making, once,
+// and returns the error that made them unavailable.
+func (r *runner) awaitCgroup(done <-chan error) error {
+	if !r.cgAwaited {
+		r.cgAwaited = true
+		r.cgErr = <-done
+		if r.cgErr == nil {
+			r.res.Mechanisms = append(r.res.Mechanisms, r.cg.mechanisms()...)
+		}
+	}
+	return r.cgErr
 }
 
 func readEvents(r io.Reader, out chan<- initEvent) {

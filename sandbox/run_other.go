@@ -5,6 +5,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -12,6 +14,12 @@ var errNotLinux = errors.New("the sandbox needs Linux, this is " + runtime.GOOS)
 
 // InitIfChild does nothing outside Linux.
 func InitIfChild() {}
+
+// InitMain fails outside Linux.
+func InitMain() {
+	fmt.Fprintln(os.Stderr, "feval-sandbox-init: "+errNotLinux.Error())
+	os.Exit(2)
+}
 
 // Run fails outside Linux: none of the guarantees can be provided.
 func Run(ctx context.Context, spec Spec) (Result, error) {

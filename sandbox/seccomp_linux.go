@@ -2,19 +2,18 @@ package sandbox
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,69 +64,46 @@ var allowedSocketFamilies = []uint64{unix.AF_UNIX}
 // user namespace.
 var inotifySyscalls = []string{"inotify_init", "inotify_init1"}
 
-// seccompPolicy builds the filter policy. violation is the action for
-// violationSyscalls and namespace-creating clone calls; refuseInotify adds
-// inotifySyscalls to the refused calls.
-func seccompPolicy(violation seccomp.Action, refuseInotify bool) seccomp.Policy {
-	denied := deniedSyscalls
-	if refuseInotify {
-		denied = append(append([]string(nil), deniedSyscalls...), inotifySyscalls...)
+// encodeFilter returns prog as raw struct sock_filter bytes in the host's
+// byte order.
+func encodeFilter(prog []unix.SockFilter) []byte {
+	out := make([]byte, 0, 8*len(prog))
+	for _, f := range prog {
+		out = binary.NativeEndian.AppendUint16(out, f.Code)
+		out = append(out, f.Jt, f.Jf)
+		out = binary.NativeEndian.AppendUint32(out, f.K)
 	}
-	family := make(seccomp.ArgumentConditions, 0, len(allowedSocketFamilies))
-	for _, f := range allowedSocketFamilies {
-		family = append(family, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: f})
-	}
-	return seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls: []seccomp.SyscallGroup{
-			{
-				Names: violationSyscalls,
-				NamesWithCondtions: []seccomp.NameWithConditions{{
-					Name:       "clone",
-					Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: nsCloneFlags}},
-				}},
-				Action: violation,
-			},
-			{Names: denied, Action: seccomp.ActionErrno | seccomp.Action(unix.EPERM)},
-			// clone3 passes its flags in memory, out of the filter's sight:
-			// report it missing so that libc falls back to clone.
-			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
-			{
-				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "socket", Conditions: family}, {Name: "socketpair", Conditions: family}},
-				Action:             seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT),
-			},
-		},
-	}
+	return out
 }
 
-// seccompProgram assembles the filter. It starts with a guard that kills any
-// process calling through a foreign system call ABI (such as 32-bit calls on
-// x86-64), which the policy's tables do not describe.
-func seccompProgram(violation seccomp.Action, refuseInotify bool) ([]unix.SockFilter, error) {
-	info, err := arch.GetInfo("")
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: %w", err)
+// decodeFilter is the inverse of encodeFilter.
+func decodeFilter(b []byte) ([]unix.SockFilter, error) {
+	if len(b) == 0 || len(b)%8 != 0 || len(b)/8 > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("seccomp: filter of %d bytes is not a program of 1 to %d instructions", len(b), unix.BPF_MAXINSNS)
 	}
-	p := seccompPolicy(violation, refuseInotify)
-	insts, err := p.Assemble()
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: assembling policy: %w", err)
+	prog := make([]unix.SockFilter, len(b)/8)
+	for i := range prog {
+		f := b[8*i:]
+		prog[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(f), Jt: f[2], Jf: f[3], K: binary.NativeEndian.Uint32(f[4:])}
 	}
-	guard := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
-	}
-	raw, err := bpf.Assemble(append(guard, insts...))
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: assembling BPF: %w", err)
-	}
-	out := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return out, nil
+	return prog, nil
 }
+
+// kernelRefusesInotify reports whether this kernel lacks per-user-namespace
+// inotify limits (before Linux 5.11), so that the filter must refuse inotify
+// (see setUserNamespaceLimits).
+func kernelRefusesInotify() bool {
+	for _, n := range []string{"max_inotify_instances", "max_inotify_watches"} {
+		if _, err := os.Stat("/proc/sys/user/" + n); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
+// syscallViolation is how the init records a denied call: by number, which
+// the parent names (violationName).
+func syscallViolation(nr int32) string { return "syscall " + strconv.Itoa(int(nr)) }
 
 // loadSeccomp installs prog on the calling thread. With notify it returns the
 // user-notification listener descriptor, otherwise -1.
@@ -199,7 +175,7 @@ func (v *violationRecord) get() string {
 }
 
 // serveNotifications answers every notification on listener with EPERM and
-// calls onViolation with the system call's name. It runs on its own thread,
+// calls onViolation with the system call (syscallViolation). It runs on its own thread,
 // whose id it sends on tid first. It returns when the listener fails (the
 // init is exiting).
 //
@@ -211,7 +187,6 @@ func (v *violationRecord) get() string {
 func serveNotifications(listener int, tid chan<- int, onViolation func(name string)) {
 	runtime.LockOSThread()
 	tid <- unix.Gettid()
-	info, _ := arch.GetInfo("")
 	for {
 		var n seccompNotif
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
@@ -225,13 +200,7 @@ func serveNotifications(listener int, tid chan<- int, onViolation func(name stri
 		if e != 0 {
 			return
 		}
-		name := fmt.Sprintf("syscall %d", n.Nr)
-		if info != nil {
-			if s, ok := info.SyscallNumbers[int(n.Nr)]; ok {
-				name = s
-			}
-		}
-		onViolation(name)
+		onViolation(syscallViolation(n.Nr))
 		resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
 		_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 		if e != 0 && !errors.Is(e, syscall.ENOENT) {

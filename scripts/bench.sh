@@ -10,6 +10,8 @@
 #   BENCH_RUNS     timed rounds (default 7; a warm-up round comes first)
 #   BENCH_RESULTS  if set, a directory that receives the hyperfine JSON exports,
 #                  summary.md and machine.txt
+#   BENCH_ONLY     "tiny": only the push and pull of a one-file artifact beside
+#                  oras (the fixed cost), then the summary; nothing else runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -18,6 +20,9 @@ BIN="$PWD/bin"
 FEVAL="$BIN/feval"
 ORAS="$BIN/oras"
 RUNS=${BENCH_RUNS:-7}
+ONLY=${BENCH_ONLY:-}
+case "$ONLY" in ""|tiny) ;; *) echo "bench: BENCH_ONLY=$ONLY: want tiny or nothing" >&2; exit 2 ;; esac
+full() { [ -z "$ONLY" ]; }
 
 for tool in "$FEVAL" "$ORAS" "$BIN/registry"; do
   [ -x "$tool" ] || { echo "bench: $tool is missing; run 'make bench'" >&2; exit 2; }
@@ -57,13 +62,15 @@ section "machine"
   echo "runs:    $RUNS timed rounds after 1 warm-up round, commands of a group interleaved"
 } | tee "$WORK/res/machine.txt"
 
+TREE="$WORK/tree" TREE_BYTES=0 LAYER_BYTES=0 ZSTD_BYTES=0 GZ_BYTES=0
+if full; then
 section "generate the 256 MiB tree"
 "$GO" test -c -o "$WORK/benchtree" ./bench
 "$WORK/benchtree" -bench.tree "$WORK/tree"
-TREE="$WORK/tree"
 TREE_BYTES=$(find "$TREE" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
 # Read the tree once so that every command below starts from the page cache.
 find "$TREE" -type f -exec cat {} + >/dev/null
+fi
 
 section "a store and a signing key"
 mkdir -p "$WORK/tiny" && echo "one small file" >"$WORK/tiny/readme.txt"
@@ -71,9 +78,10 @@ export FEVAL_KEY="$WORK/keys/bench.key"
 export FEVAL_PASSWORD="bench-password"
 FEVAL_STORE="$WORK/src-store" "$FEVAL" init >/dev/null
 FEVAL_STORE="$WORK/src-store" "$FEVAL" key generate >/dev/null
+TINY=$(FEVAL_STORE="$WORK/src-store" "$FEVAL" pack --kind submission "$WORK/tiny")
+if full; then
 DIGEST=$(FEVAL_STORE="$WORK/src-store" "$FEVAL" pack --kind submission "$TREE")
 echo "artifact $DIGEST"
-TINY=$(FEVAL_STORE="$WORK/src-store" "$FEVAL" pack --kind submission "$WORK/tiny")
 # The tree layer feval made, as a plain file for oras to push.
 LAYER=$(python3 - "$WORK/src-store" "$DIGEST" <<'PY'
 import json, sys
@@ -86,6 +94,7 @@ mkdir -p "$WORK/payload"
 cp "$WORK/src-store/blobs/sha256/$LAYER" "$WORK/payload/tree.tar.zst"
 LAYER_BYTES=$(stat -c %s "$WORK/payload/tree.tar.zst")
 echo "tree: $(find "$TREE" -type f | wc -l) files, $TREE_BYTES bytes; feval layer: $LAYER_BYTES bytes"
+fi
 
 section "start a throw-away OCI registry on 127.0.0.1"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -130,6 +139,7 @@ run_group() {
   NAMES=() PREPS=() CMDS=()
 }
 
+if full; then
 section "pack: 256 MiB tree"
 add sha256sum "true" \
   "cd '$TREE' && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum >'$WORK/out/sums'"
@@ -145,14 +155,17 @@ run_group
 ZSTD_BYTES=$(stat -c %s "$WORK/out/tree.tar.zst")
 [ "$(FEVAL_STORE="$WORK/pack-store" "$FEVAL" pack --kind submission "$TREE")" = "$DIGEST" ] ||
   { echo "bench: pack is not reproducible" >&2; exit 1; }
+fi
 
 section "push: to an empty registry each run"
+if full; then
 add feval-push "$RESET_REG" \
   "FEVAL_STORE='$WORK/src-store' '$FEVAL' push '$DIGEST' '$REG/bench/x:t' >/dev/null"
 add oras-push "$RESET_REG" \
   "cd '$WORK/payload' && '$ORAS' push --plain-http '$REG/bench/y:t' 'tree.tar.zst:application/vnd.feval.tree.v1.tar+zstd' >/dev/null"
 add oras-push-dir "$RESET_REG" \
   "cd '$WORK' && '$ORAS' push --plain-http '$REG/bench/z:t' tree >/dev/null"
+fi
 add feval-push-tiny "$RESET_REG" \
   "FEVAL_STORE='$WORK/src-store' '$FEVAL' push '$TINY' '$REG/bench/xt:t' >/dev/null"
 add oras-push-tiny "$RESET_REG" \
@@ -161,11 +174,12 @@ run_group
 
 section "pull: into an empty store or directory each run"
 eval "$RESET_REG"
+FEVAL_STORE="$WORK/src-store" "$FEVAL" push "$TINY" "$REG/bench/xt:t" >/dev/null
+(cd "$WORK/tiny" && "$ORAS" push --plain-http "$REG/bench/yt:t" readme.txt >/dev/null)
+if full; then
 FEVAL_STORE="$WORK/src-store" "$FEVAL" push "$DIGEST" "$REG/bench/x:t" >/dev/null
 (cd "$WORK/payload" && "$ORAS" push --plain-http "$REG/bench/y:t" "tree.tar.zst:application/vnd.feval.tree.v1.tar+zstd" >/dev/null)
 (cd "$WORK" && "$ORAS" push --plain-http "$REG/bench/z:t" tree >/dev/null)
-FEVAL_STORE="$WORK/src-store" "$FEVAL" push "$TINY" "$REG/bench/xt:t" >/dev/null
-(cd "$WORK/tiny" && "$ORAS" push --plain-http "$REG/bench/yt:t" readme.txt >/dev/null)
 GZ_BYTES=$("$ORAS" manifest fetch --plain-http "$REG/bench/z:t" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))')
 add feval-pull "rm -rf '$WORK/pull-store' && FEVAL_STORE='$WORK/pull-store' '$FEVAL' init >/dev/null" \
   "FEVAL_STORE='$WORK/pull-store' '$FEVAL' pull '$REG/bench/x:t' >/dev/null"
@@ -175,18 +189,23 @@ add oras-pull-fsync "rm -rf '$WORK/oras-out'" \
   "'$ORAS' pull --plain-http -o '$WORK/oras-out' '$REG/bench/y:t' >/dev/null && sync '$WORK/oras-out/tree.tar.zst'"
 add oras-pull-dir "rm -rf '$WORK/oras-dir'" \
   "'$ORAS' pull --plain-http -o '$WORK/oras-dir' '$REG/bench/z:t' >/dev/null"
+fi
 add feval-pull-tiny "rm -rf '$WORK/pull-tiny' && FEVAL_STORE='$WORK/pull-tiny' '$FEVAL' init >/dev/null" \
   "FEVAL_STORE='$WORK/pull-tiny' '$FEVAL' pull '$REG/bench/xt:t' >/dev/null"
 add oras-pull-tiny "rm -rf '$WORK/oras-tiny'" \
   "'$ORAS' pull --plain-http -o '$WORK/oras-tiny' '$REG/bench/yt:t' >/dev/null"
 run_group
 # What was pulled is what was pushed.
+FEVAL_STORE="$WORK/pull-tiny" "$FEVAL" verify --pub "$WORK/keys/bench.pub" "$TINY" >/dev/null
+cmp "$WORK/oras-tiny/readme.txt" "$WORK/tiny/readme.txt"
+if full; then
 FEVAL_STORE="$WORK/pull-store" "$FEVAL" verify --pub "$WORK/keys/bench.pub" "$DIGEST" >/dev/null
 cmp "$WORK/oras-out/tree.tar.zst" "$WORK/payload/tree.tar.zst"
 diff -r "$WORK/oras-dir/tree" "$TREE" >/dev/null
 
 section "where pack time goes (Go benchmarks on the same mix at 16 MiB)"
 "$WORK/benchtree" -test.run '^$' -test.bench . -test.benchtime 5x | grep -E '^(Benchmark|cpu:)'
+fi
 
 section "summary"
 python3 - "$WORK/res" "$RUNS" "$TREE_BYTES" "$LAYER_BYTES" "$ZSTD_BYTES" "$GZ_BYTES" <<'PY' | tee "$WORK/res/summary.md"
@@ -211,6 +230,8 @@ rows = [
     ("feval-pull-tiny", "`feval pull` of the one-file artifact (fixed cost)", 0, ["oras-pull-tiny"]),
     ("oras-pull-tiny", "`oras pull` of one small file (fixed cost)", 0, []),
 ]
+import os
+rows = [r for r in rows if os.path.exists(f"{res}/{r[0]}.1.json")]  # BENCH_ONLY runs a part
 wall, cpu = {}, {}
 for name, *_ in rows:
     rs = [json.load(open(f"{res}/{name}.{r}.json"))["results"][0] for r in range(1, runs + 1)]
@@ -230,15 +251,23 @@ for name, what, nbytes, peers in rows:
     ratio = "; ".join(f"{p} {paired(name, p, wall):.2f}x (CPU {paired(name, p, cpu):.2f}x)" for p in peers)
     print(f"| {name} | {what} | {mb} | {m:.3f} | {min(wall[name]):.3f}-{max(wall[name]):.3f} | {rate} | {med(cpu[name]):.2f} | {ratio} |")
 print()
-print(f"Sizes: tree {tree} B; feval layer {layer} B ({layer / tree:.3f}); "
-      f"tar | zstd -3 {zst} B ({zst / tree:.3f}); oras tar+gzip {gz} B ({gz / tree:.3f}).")
-print()
-for what, a, b, goal in [("pack", "feval-pack", "tar-zstd", 1.5), ("push", "feval-push", "oras-push", 1.0), ("pull", "feval-pull", "oras-pull", 1.0)]:
+if tree:
+    print(f"Sizes: tree {tree} B; feval layer {layer} B ({layer / tree:.3f}); "
+          f"tar | zstd -3 {zst} B ({zst / tree:.3f}); oras tar+gzip {gz} B ({gz / tree:.3f}).")
+    print()
+for what, a, b, goal in [("pack", "feval-pack", "tar-zstd", 1.5), ("push", "feval-push", "oras-push", 1.0), ("pull", "feval-pull", "oras-pull", 1.0),
+                         ("push fixed cost", "feval-push-tiny", "oras-push-tiny", 1.1), ("pull fixed cost", "feval-pull-tiny", "oras-pull-tiny", 1.1)]:
+    if a not in wall or b not in wall:
+        continue
     w, c = paired(a, b, wall), paired(a, b, cpu)
     rounds = sum(x / y <= goal for x, y in zip(wall[a], wall[b]))
     print(f"- goal {what} <= {goal}x {b}: wall {w:.2f}x ({'met' if w <= goal else 'missed'}; met in {rounds} of {runs} rounds), CPU {c:.2f}x")
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if ! full; then
+  [ -z "${BENCH_RESULTS:-}" ] || { mkdir -p "$BENCH_RESULTS" && cp "$WORK"/res/* "$BENCH_RESULTS"/; }
+  exit 0
+fi
 
 if [ -n "${BENCH_RESULTS:-}" ]; then
   mkdir -p "$BENCH_RESULTS"
@@ -253,7 +282,9 @@ echo "## Model-sized artifacts: pack, push and pull of a generated model tree"
 echo
 echo "## Rollouts: scoring and audits (one core)"
 go test -run '^$' -bench 'ScoreAllRows|Decide' -benchtime 5x -cpu 1 ./protocol/rollouts/
-echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds)"
+echo "## Rollouts: parsing the reference task once (a process's fixed cost)"
+go test -run '^$' -bench 'LoadTask' -benchtime 10x -cpu 1 ./protocol/rollouts/
+echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds): a round of 8 miners in one process, and one reveal alone"
 BENCH_RUNS=3 ./scripts/bench-audit.sh
 
 echo

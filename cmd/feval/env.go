@@ -1,12 +1,14 @@
 package main
 
 import (
-	"github.com/feval/feval/cas"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/sandbox"
 )
 
 // The environment variables feval reads, in one place. Precedence everywhere:
@@ -43,6 +45,7 @@ func envVars() []envVar {
 		{envMeterUp, "evaluate (scenarios): base URL serving every allowlisted model", false},
 		{envTimeout, "overall deadline of a command's registry work, e.g. 10m (default: none)", false},
 		{envIdleTimeout, "give up on a registry connection idle this long (default: " + cas.DefaultIdleTimeout.String() + ")", false},
+		{sandbox.InitEnv, "sandbox init program (default: " + sandbox.InitProgram + " beside this executable, else this executable)", false},
 	}
 }
 

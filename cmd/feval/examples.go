@@ -34,9 +34,12 @@ var commandExamples = map[string]string{
 	"reveals": `   feval reveals --round r1 --from registry.example.com/comp/r1`,
 	"sample":  `   feval sample --beacon 5e1f... --beacon-source drand:quicknet:12345 sha256:1f2e3d...`,
 	"evaluate": `   feval evaluate --task task --from registry.example.com/comp/r1 --to registry.example.com/comp/r1 \
-       --beacon 5e1f... --beacon-source drand:quicknet:12345 sha256:1f2e3d...`,
+       --beacon 5e1f... --beacon-source drand:quicknet:12345 sha256:1f2e3d...
+   feval evaluate --task task --round r1 --beacon 5e1f... --beacon-source drand:quicknet:12345 --json
+   feval evaluate --task task --full --beacon 5e1f... --beacon-source drand:quicknet:12345 sha256:1f2e3d... sha256:4a5b6c...`,
 	"replay": `   feval replay sha256:9a8b7c...
-   feval replay --from registry.example.com/comp/r1 --pub validator.pub sha256:9a8b7c...`,
+   feval replay --from registry.example.com/comp/r1 --pub validator.pub sha256:9a8b7c...
+   feval replay --json sha256:9a8b7c... sha256:3c4d5e...`,
 	"consensus":   `   feval consensus --round r1 --stakes stakes.json --from registry.example.com/comp/r1`,
 	"leaderboard": `   feval leaderboard --round r1 --from registry.example.com/comp/r1 --consensus sha256:5d6e...`,
 	"frontier":    `   feval frontier --events runs.json --baseline 3200000`,

@@ -81,6 +81,25 @@ func exitCode(err error) int {
 	return exitError
 }
 
+// batchExitCode is the exit code of a command that handled several items
+// (feval evaluate REVEAL..., feval replay DIGEST...), given the code each
+// item alone exits with: 0 when every item succeeded; 6 (rejected) or 5
+// (differs) when every item got its answer and some are that; otherwise the
+// code of the first item that got no answer.
+func batchExitCode(codes []int) int {
+	out := exitOK
+	for _, c := range codes {
+		switch c {
+		case exitOK:
+		case exitRejected, exitDiffers:
+			out = max(out, c)
+		default:
+			return c
+		}
+	}
+	return out
+}
+
 // report prints err as one line on stderr and returns its exit code. Joined
 // errors (findings) are printed one per line after the first.
 func report(err error, stderr io.Writer) int {

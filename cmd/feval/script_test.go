@@ -39,6 +39,7 @@ func TestScripts(t *testing.T) {
 	for _, tool := range []string{"registry", "oras", "cosign"} {
 		testenv.Tool(t, tool)
 	}
+	sandboxInit := buildSandboxInit(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata",
 		RequireExplicitExec: true,
@@ -57,6 +58,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("FEVAL_STORE", filepath.Join(env.WorkDir, "store"))
 			env.Setenv("FEVAL_KEY", filepath.Join(env.WorkDir, "keys", "me.key"))
 			env.Setenv("FEVAL_PASSWORD", "script-password")
+			env.Setenv(sandbox.InitEnv, sandboxInit)
 			// bin/ goes last: "feval" must be this test binary, not a built copy.
 			env.Setenv("PATH", env.Getenv("PATH")+string(os.PathListSeparator)+bin)
 			return nil

@@ -109,9 +109,11 @@ func LoadTask(fsys fs.FS) (*LoadedTask, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for line := 1; sc.Scan(); line++ {
-		var it Item
-		if err := strictjson.Decode(sc.Bytes(), &it); err != nil {
-			return nil, fmt.Errorf("%w: tasks.jsonl line %d: %v", ErrTask, line, err)
+		it, ok := parseItem(sc.Bytes())
+		if !ok { // not the plain form: strictjson decides, with its error
+			if err := strictjson.Decode(sc.Bytes(), &it); err != nil {
+				return nil, fmt.Errorf("%w: tasks.jsonl line %d: %v", ErrTask, line, err)
+			}
 		}
 		if _, dup := t.index[it.TaskID]; dup || it.TaskID == "" || (it.Kind != KindMath && it.Kind != KindIF) {
 			return nil, fmt.Errorf("%w: tasks.jsonl line %d: bad or duplicate task", ErrTask, line)

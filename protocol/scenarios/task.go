@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"sync"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/internal/strictjson"
@@ -103,8 +104,14 @@ const (
 	MaxTurns            = 256
 )
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-var testRE = regexp.MustCompile(`^[A-Za-z0-9_.\[\]-]{1,200}::[A-Za-z0-9_.\[\]-]{1,200}$`)
+// Compiled on first use: the bounded repetitions make large programs, and
+// most commands of the binary never validate a task.
+var (
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
+	testRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z0-9_.\[\]-]{1,200}::[A-Za-z0-9_.\[\]-]{1,200}$`)
+	})
+)
 
 // LoadTask reads and validates a scenarios task: task.json, the pinned harness
 // and verifier, and every scenario's instruction and workspace.
@@ -163,7 +170,7 @@ func LoadTask(task fs.FS) (Spec, error) {
 	}
 	seen := map[string]bool{}
 	for _, sc := range s.Scenarios {
-		if !nameRE.MatchString(sc.Name) || seen[sc.Name] {
+		if !nameRE().MatchString(sc.Name) || seen[sc.Name] {
 			return bad("scenario name %q: want a unique name of lower-case letters, digits, '.', '_', '-'", sc.Name)
 		}
 		seen[sc.Name] = true
@@ -172,7 +179,7 @@ func LoadTask(task fs.FS) (Spec, error) {
 		}
 		ids := map[string]bool{}
 		for _, t := range sc.Tests {
-			if !testRE.MatchString(t) || ids[t] {
+			if !testRE().MatchString(t) || ids[t] {
 				return bad("scenario %s: test id %q is malformed or repeated", sc.Name, t)
 			}
 			ids[t] = true

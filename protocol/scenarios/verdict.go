@@ -236,7 +236,7 @@ func (e *evaluation) addHidden(ctx context.Context, st cas.Store, hidden digest.
 	}
 	for _, f := range files {
 		parts := strings.SplitN(f.Path, "/", 3)
-		if len(parts) != 3 || parts[0] != ScenarioDir || !nameRE.MatchString(parts[1]) {
+		if len(parts) != 3 || parts[0] != ScenarioDir || !nameRE().MatchString(parts[1]) {
 			return fmt.Errorf("hidden tests %s: %w: %s is not scenarios/NAME/FILE", hidden, ErrTask, f.Path)
 		}
 		dst := filepath.Join(e.taskDir, ScenarioDir, parts[1], "hidden", filepath.FromSlash(parts[2]))

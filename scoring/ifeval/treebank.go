@@ -3,6 +3,7 @@ package ifeval
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -22,15 +23,21 @@ const (
 // which every match contains: without them the text is left as it is, which
 // spares most of the regular-expression passes.
 type substitution struct {
-	re   *regexp.Regexp
+	re   func() *regexp.Regexp // compiled on first use
 	with string
 	need string
+}
+
+// lazyRE compiles expr on first use, so that a process that never tokenizes
+// does not pay for the tokenizer's expressions.
+func lazyRE(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
 
 func sub(pattern, with, need string) substitution {
 	pattern = strings.ReplaceAll(pattern, `\s`, pySpaceClass)
 	pattern = strings.ReplaceAll(pattern, `\d`, `\p{Nd}`)
-	return substitution{regexp.MustCompile(pattern), with, need}
+	return substitution{lazyRE(pattern), with, need}
 }
 
 var (
@@ -66,20 +73,20 @@ var (
 	// tokens; \b is checked by hand (Unicode). Each needs the word boundary at
 	// both ends except "wanna", which needs whitespace after it.
 	treebankContractions = []struct {
-		re                     *regexp.Regexp
+		re                     func() *regexp.Regexp
 		lit                    string // the match, lower-cased: a prefilter
 		leftBound, followSpace bool
 	}{
-		{regexp.MustCompile(`(?i)(can)(not)`), "cannot", true, false},
-		{regexp.MustCompile(`(?i)(d)('ye)`), "d'ye", true, false},
-		{regexp.MustCompile(`(?i)(g[iİı]m)(me)`), "mme", true, false}, // Python's (?i) i also matches İ and ı
-		{regexp.MustCompile(`(?i)(gon)(na)`), "gonna", true, false},
-		{regexp.MustCompile(`(?i)(got)(ta)`), "gotta", true, false},
-		{regexp.MustCompile(`(?i)(lem)(me)`), "lemme", true, false},
-		{regexp.MustCompile(`(?i)(more)('n)`), "more'n", true, false},
-		{regexp.MustCompile(`(?i)(wan)(na)`), "wanna", true, true},
-		{regexp.MustCompile(`(?i) ('t)(is)`), " 'tis", false, false},
-		{regexp.MustCompile(`(?i) ('t)(was)`), " 'twas", false, false},
+		{lazyRE(`(?i)(can)(not)`), "cannot", true, false},
+		{lazyRE(`(?i)(d)('ye)`), "d'ye", true, false},
+		{lazyRE(`(?i)(g[iİı]m)(me)`), "mme", true, false}, // Python's (?i) i also matches İ and ı
+		{lazyRE(`(?i)(gon)(na)`), "gonna", true, false},
+		{lazyRE(`(?i)(got)(ta)`), "gotta", true, false},
+		{lazyRE(`(?i)(lem)(me)`), "lemme", true, false},
+		{lazyRE(`(?i)(more)('n)`), "more'n", true, false},
+		{lazyRE(`(?i)(wan)(na)`), "wanna", true, true},
+		{lazyRE(`(?i) ('t)(is)`), " 'tis", false, false},
+		{lazyRE(`(?i) ('t)(was)`), " 'twas", false, false},
 	}
 )
 
@@ -87,7 +94,7 @@ func (s substitution) apply(text string) string {
 	if !strings.ContainsAny(text, s.need) {
 		return text
 	}
-	return s.re.ReplaceAllString(text, s.with)
+	return s.re().ReplaceAllString(text, s.with)
 }
 
 // splitFinalPeriod is the substitution ([^\.])(\.)([closers]*)\s*$ ->
@@ -190,7 +197,7 @@ func treebankWords(text string) []string {
 		}
 		var b strings.Builder
 		last := 0
-		for _, m := range c.re.FindAllStringSubmatchIndex(text, -1) {
+		for _, m := range c.re().FindAllStringSubmatchIndex(text, -1) {
 			if c.leftBound && !wordBoundary(text, m[0]) {
 				continue
 			}

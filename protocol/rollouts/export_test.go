@@ -1,0 +1,4 @@
+package rollouts
+
+// ParseItem exposes the single-pass tasks.jsonl line parser to the tests.
+var ParseItem = parseItem
