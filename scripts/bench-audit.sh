@@ -3,7 +3,7 @@
 # (10,000 rows):
 #
 #  - a round of BENCH_MINERS (default 8) generated honest miners in submission
-#    format 2 (distinct miner seeds), evaluated in one process
+#    format 3, the default (distinct miner seeds), evaluated in one process
 #    (`feval evaluate --round`) as audits and with --full, and the audit
 #    verdicts replayed in one process (`feval replay V1 ... VN`);
 #  - a single reveal, as before: an honest miner in format 2 (claims file) and
@@ -28,7 +28,7 @@ key() { export FEVAL_KEY="$WORK/$1.key"; }
 "$BIN/genrollouts" -out "$WORK/f2" -claims 2>/dev/null
 "$BIN/genrollouts" -out "$WORK/f1" 2>/dev/null
 for i in $(seq 1 "$MINERS"); do
-  "$BIN/genrollouts" -out "$WORK/n$i" -claims -miner-seed "bench miner $i" 2>/dev/null
+  "$BIN/genrollouts" -out "$WORK/n$i" -miner-seed "bench miner $i" 2>/dev/null
   cmp -s "$WORK/n$i/task/tasks.jsonl" "$WORK/f2/task/tasks.jsonl" || { echo "genrollouts: the task differs between runs" >&2; exit 1; }
 done
 "$BIN/feval" init >/dev/null
@@ -102,7 +102,7 @@ rows = [l.split() for l in open(sys.argv[1])]
 print(f"load average at the end: {sys.argv[2]}")
 print("| case | evaluate (audit) ms | evaluate --full ms | replay of the audit ms | audit / full | replay / full |")
 print("|---|---:|---:|---:|---:|---:|")
-cases = (("n", f"round of {sys.argv[3]} miners, one process (format 2)"),
+cases = (("n", f"round of {sys.argv[3]} miners, one process (format 3)"),
          ("2", "one reveal, format 2 (claims file)"), ("1", "one reveal, format 3 (rows layer, rows index)"))
 for f, name in cases:
     rs = [(int(a), int(b), int(p)) for g, a, b, p in rows if g == f]
