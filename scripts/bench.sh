@@ -294,7 +294,7 @@ go test -run '^$' -bench 'StartTrue' -benchtime 200x ./sandbox/
 echo
 echo "## Meter: p50 overhead and throughput against the fixture upstream called directly"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-go test -run '^$' -bench 'BenchmarkMeter' -benchtime 3000x -count 3 ./meter/
+go test -run '^$' -bench 'BenchmarkMeter$' -benchtime 3000x -count 3 ./meter/
 
 echo
 echo "## Optimizer: training steps/s in the sandbox against python3 directly, held-out evaluation"
@@ -304,14 +304,6 @@ echo
 echo "## Scenarios: a twenty-scenario evaluation and its replay (simulated model latency 1 s + 25 ms/token)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 go test -run '^$' -bench 'BenchmarkTwentyScenarios' -benchtime 1x ./protocol/scenarios/
-
-echo "## Optimizer: training steps/s in the sandbox against python3 directly, held-out evaluation"
-go test -run '^$' -bench 'BenchmarkTraining' -benchtime 5x ./protocol/optimizer/
-
-echo
-echo "## Meter: p50 overhead and throughput against the fixture upstream called directly"
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-go test -run '^$' -bench 'BenchmarkMeter$' -benchtime 3000x -count 3 ./meter/
 
 echo
 echo "## Policy sidecar: policy.json decision, per-form overhead, policy.py start"
