@@ -69,15 +69,7 @@ func Extract(ctx context.Context, st cas.Store, art *Loaded, dest string, opts E
 	if c.Type == "file" && (c.Size > lim.MaxFile || c.Size > lim.MaxBytes) {
 		return Extracted{}, fmt.Errorf("%s holds %d bytes, over the limit of %d: %w", art.Desc.Digest, c.Size, min(lim.MaxBytes, lim.MaxFile), ErrLimit)
 	}
-	replace, err := checkTarget(dest, opts.Replace)
-	if err != nil {
-		return Extracted{}, err
-	}
-	parent := filepath.Dir(dest)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return Extracted{}, err
-	}
-	staging, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".feval-unpack-")
+	staging, replace, err := stage(dest, opts.Replace)
 	if err != nil {
 		return Extracted{}, err
 	}
@@ -87,9 +79,6 @@ func Extract(ctx context.Context, st cas.Store, art *Loaded, dest string, opts E
 			os.RemoveAll(staging)
 		}
 	}()
-	if err := os.Chmod(staging, 0o755); err != nil {
-		return Extracted{}, err
-	}
 	rc, err := OpenPayload(ctx, st, layer)
 	if err != nil {
 		return Extracted{}, err
@@ -163,6 +152,28 @@ func contentOf(layer ocispec.Descriptor) (Content, error) {
 	}
 	c.Digest, c.Size = digest.Digest(layer.Annotations[AnnotationContentDigest]), size
 	return c, nil
+}
+
+// stage checks dest (checkTarget) and makes the staging directory an
+// extraction writes into, next to dest with mode 0755. replace reports
+// whether dest's old content is to be swapped out. The caller removes
+// staging unless it installs it.
+func stage(dest string, allowReplace bool) (staging string, replace bool, err error) {
+	if replace, err = checkTarget(dest, allowReplace); err != nil {
+		return "", false, err
+	}
+	parent := filepath.Dir(dest)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", false, err
+	}
+	if staging, err = os.MkdirTemp(parent, "."+filepath.Base(dest)+".feval-unpack-"); err != nil {
+		return "", false, err
+	}
+	if err := os.Chmod(staging, 0o755); err != nil {
+		os.RemoveAll(staging)
+		return "", false, err
+	}
+	return staging, replace, nil
 }
 
 // checkTarget reports whether dest holds content to be replaced, refusing what

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 )
 
 // ExtractFiles restores files the caller has read and verified (a rollouts
@@ -31,15 +30,7 @@ func ExtractFiles(dest string, files []File, c Content, opts ExtractOptions) (Ex
 			return Extracted{}, fmt.Errorf("%s: over the limit of %d bytes: %w", f.Path, min(lim.MaxBytes, lim.MaxFile), ErrLimit)
 		}
 	}
-	replace, err := checkTarget(dest, opts.Replace)
-	if err != nil {
-		return Extracted{}, err
-	}
-	parent := filepath.Dir(dest)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return Extracted{}, err
-	}
-	staging, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".feval-unpack-")
+	staging, replace, err := stage(dest, opts.Replace)
 	if err != nil {
 		return Extracted{}, err
 	}
@@ -49,9 +40,6 @@ func ExtractFiles(dest string, files []File, c Content, opts ExtractOptions) (Ex
 			os.RemoveAll(staging)
 		}
 	}()
-	if err := os.Chmod(staging, 0o755); err != nil {
-		return Extracted{}, err
-	}
 	root, err := os.OpenRoot(staging)
 	if err != nil {
 		return Extracted{}, err
