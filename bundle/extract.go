@@ -69,7 +69,7 @@ func Extract(ctx context.Context, st cas.Store, art *Loaded, dest string, opts E
 	if c.Type == "file" && (c.Size > lim.MaxFile || c.Size > lim.MaxBytes) {
 		return Extracted{}, fmt.Errorf("%s holds %d bytes, over the limit of %d: %w", art.Desc.Digest, c.Size, min(lim.MaxBytes, lim.MaxFile), ErrLimit)
 	}
-	staging, replace, err := stage(dest, opts.Replace)
+	staging, replace, err := makeStaging(dest, opts.Replace)
 	if err != nil {
 		return Extracted{}, err
 	}
@@ -154,11 +154,11 @@ func contentOf(layer ocispec.Descriptor) (Content, error) {
 	return c, nil
 }
 
-// stage checks dest (checkTarget) and makes the staging directory an
+// makeStaging checks dest (checkTarget) and makes the staging directory an
 // extraction writes into, next to dest with mode 0755. replace reports
 // whether dest's old content is to be swapped out. The caller removes
 // staging unless it installs it.
-func stage(dest string, allowReplace bool) (staging string, replace bool, err error) {
+func makeStaging(dest string, allowReplace bool) (staging string, replace bool, err error) {
 	if replace, err = checkTarget(dest, allowReplace); err != nil {
 		return "", false, err
 	}

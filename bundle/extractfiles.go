@@ -30,7 +30,7 @@ func ExtractFiles(dest string, files []File, c Content, opts ExtractOptions) (Ex
 			return Extracted{}, fmt.Errorf("%s: over the limit of %d bytes: %w", f.Path, min(lim.MaxBytes, lim.MaxFile), ErrLimit)
 		}
 	}
-	staging, replace, err := stage(dest, opts.Replace)
+	staging, replace, err := makeStaging(dest, opts.Replace)
 	if err != nil {
 		return Extracted{}, err
 	}

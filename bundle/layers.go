@@ -49,25 +49,5 @@ func PackLayersSigner(ctx context.Context, l *cas.Layout, signer func() (*Signer
 		return Packed{}, err
 	}
 	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: layers, Created: opts.Created}
-	enc, err := Encode(a)
-	if err != nil {
-		return Packed{}, err
-	}
-	sb, err := s.SignatureBytes(enc.Desc)
-	if err != nil {
-		return Packed{}, err
-	}
-	// Signed: from here on the store receives the artifact.
-	if err := stage.publish(); err != nil {
-		return Packed{}, err
-	}
-	desc, err := Write(ctx, l, a)
-	if err != nil {
-		return Packed{}, err
-	}
-	sig, err := pushSignature(ctx, l, sb, desc)
-	if err != nil {
-		return Packed{}, err
-	}
-	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
+	return stage.publishSigned(ctx, s, a, c)
 }

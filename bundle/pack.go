@@ -90,27 +90,7 @@ func PackPathSigner(ctx context.Context, l *cas.Layout, signer func() (*Signer, 
 	c.Digest = digest.Digest(layer.Annotations[AnnotationContentDigest])
 	fmt.Sscan(layer.Annotations[AnnotationContentSize], &c.Size)
 	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: []ocispec.Descriptor{layer}, Created: opts.Created}
-	enc, err := Encode(a)
-	if err != nil {
-		return Packed{}, err
-	}
-	sb, err := s.SignatureBytes(enc.Desc)
-	if err != nil {
-		return Packed{}, err
-	}
-	// Signed: from here on the store receives the artifact.
-	if err := stage.publish(); err != nil {
-		return Packed{}, err
-	}
-	desc, err := Write(ctx, l, a)
-	if err != nil {
-		return Packed{}, err
-	}
-	sig, err := pushSignature(ctx, l, sb, desc)
-	if err != nil {
-		return Packed{}, err
-	}
-	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
+	return stage.publishSigned(ctx, s, a, c)
 }
 
 // stager is a BlobWriter that stages blobs in a layout until publish, with
@@ -138,6 +118,33 @@ func (s *stager) publish() error {
 	}
 	s.staged = nil
 	return nil
+}
+
+// publishSigned signs the artifact a (whose payload layers are staged),
+// then publishes the staged blobs and writes a and its signature: nothing
+// reaches the store unless signing succeeded.
+func (s *stager) publishSigned(ctx context.Context, signer *Signer, a Artifact, c Content) (Packed, error) {
+	enc, err := Encode(a)
+	if err != nil {
+		return Packed{}, err
+	}
+	sb, err := signer.SignatureBytes(enc.Desc)
+	if err != nil {
+		return Packed{}, err
+	}
+	// Signed: from here on the store receives the artifact.
+	if err := s.publish(); err != nil {
+		return Packed{}, err
+	}
+	desc, err := Write(ctx, s.l, a)
+	if err != nil {
+		return Packed{}, err
+	}
+	sig, err := pushSignature(ctx, s.l, sb, desc)
+	if err != nil {
+		return Packed{}, err
+	}
+	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
 }
 
 func (s *stager) discard() {
