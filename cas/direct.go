@@ -4,7 +4,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/opencontainers/go-digest"
@@ -27,14 +26,8 @@ const (
 // reads straight into that buffer (io.Copy uses it). The blob is durable when
 // StageBlobDirect returns, as with StageBlob.
 func (l *Layout) StageBlobDirect(mediaType string, fill func(w io.Writer) error) (*Staged, error) {
-	dir := filepath.Join(l.root, blobsDir, "sha256")
-	tmp, err := createTemp(dir)
+	tmp, fail, err := l.stageTemp()
 	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*Staged, error) {
-		tmp.Close()
-		os.Remove(tmp.Name())
 		return nil, err
 	}
 	h := digest.SHA256.Digester()

@@ -699,16 +699,25 @@ type Staged struct {
 	tmp  *os.File // held open: its lock marks the write as live
 }
 
-// StageBlob is WriteBlob up to, but not including, naming the blob.
-func (l *Layout) StageBlob(mediaType string, fill func(w io.Writer) error) (*Staged, error) {
-	dir := filepath.Join(l.root, blobsDir, "sha256")
-	tmp, err := createTemp(dir)
+// stageTemp creates the temporary file a staged blob is written to, and the
+// function that removes it and returns the error that ended the write.
+func (l *Layout) stageTemp() (*os.File, func(error) (*Staged, error), error) {
+	tmp, err := createTemp(filepath.Join(l.root, blobsDir, "sha256"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fail := func(err error) (*Staged, error) {
 		tmp.Close()
 		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, fail, nil
+}
+
+// StageBlob is WriteBlob up to, but not including, naming the blob.
+func (l *Layout) StageBlob(mediaType string, fill func(w io.Writer) error) (*Staged, error) {
+	tmp, fail, err := l.stageTemp()
+	if err != nil {
 		return nil, err
 	}
 	h := digest.SHA256.Digester()
