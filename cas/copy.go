@@ -61,7 +61,7 @@ type taggedPusher interface {
 // manifests alongside the blobs and lists them, in dependency order, once
 // everything has arrived.
 type stagingStore interface {
-	stageManifest(desc ocispec.Descriptor, raw []byte) error
+	stageManifest(ctx context.Context, desc ocispec.Descriptor, raw []byte) error
 }
 
 // settler is a store that finishes work in the background (a registry's
@@ -98,13 +98,24 @@ type CopyResult struct {
 // Blobs start moving as soon as the walk of the graph finds them, Parallel at a
 // time, while the walk goes on listing referrers. Manifests are pushed one by
 // one in dependency order once every blob is there; into a local layout their
-// bytes are written alongside the blobs, and only the listing waits.
+// bytes are written alongside the blobs, and only the listing waits. Into a
+// local layout every blob (and manifest) is written under a temporary name as
+// it arrives and starts its writeback; once all have arrived they are fsynced
+// together and only then named, so a copy that fails names none of them.
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	prog := &lateProgress{p: progressOr(ctx, opts.Progress)}
 	stager, staged := dst.(stagingStore)
-	m := &mover{ctx: ctx, cancel: cancel, src: src, dst: dst, prog: prog,
+	// Into a local layout, the blobs are synced together once all are in.
+	var batch *syncBatch
+	mctx := ctx
+	if _, ok := dst.(*Layout); ok {
+		batch = &syncBatch{}
+		mctx = withBatch(ctx, batch)
+		defer batch.discard() // a no-op once committed
+	}
+	m := &mover{ctx: mctx, cancel: cancel, src: src, dst: dst, prog: prog,
 		sem: make(chan struct{}, Parallel), checks: make(chan struct{}, parallelChecks)}
 	wctx := ctx
 	if w, ok := src.(walkEnder); ok && opts.Referrers {
@@ -134,6 +145,11 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	m.wg.Wait()
 	if err := m.failure(); err != nil {
 		return CopyResult{}, err
+	}
+	if batch != nil {
+		if err := batch.commit(dst.(*Layout)); err != nil {
+			return CopyResult{}, fmt.Errorf("syncing the copied blobs: %w", err)
+		}
 	}
 	res := CopyResult{Blobs: int(m.blobs.Load()), Bytes: m.bytes.Load()}
 	for _, d := range p.order {
@@ -258,7 +274,7 @@ func (m *mover) manifest(st stagingStore, d ocispec.Descriptor, raw []byte) {
 			return
 		}
 		defer func() { <-m.sem }()
-		if err := st.stageManifest(d, raw); err != nil {
+		if err := st.stageManifest(m.ctx, d, raw); err != nil {
 			m.fail(fmt.Errorf("copying manifest %s: %w", d.Digest, err))
 		}
 	}()
