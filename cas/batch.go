@@ -12,7 +12,8 @@ import (
 // written in full under a temporary name as it arrives, and commit then
 // fsyncs them all at once and only then gives each its name. Syncing them
 // together lets the filesystem make them durable in one journal commit
-// instead of one commit per blob spread over the transfer. The rules of
+// instead of one commit per blob spread over the transfer (up to maxHeld
+// blobs; the rest sync on their own). The rules of
 // Layout.ingest hold: a blob's name only ever holds its complete, durable
 // bytes, and the directory is synced before index.json may list it.
 type syncBatch struct {
@@ -40,13 +41,17 @@ func batchOf(ctx context.Context) *syncBatch {
 	return b
 }
 
+// maxHeld bounds the files a batch holds open; blobs beyond it sync and are
+// named on their own, as outside a batch.
+const maxHeld = 64
+
 // hold takes tmp (written in full, verified, open) to be named target at
-// commit; it reports false once the batch has ended, and the caller then
-// syncs and names the blob itself.
+// commit; it reports false once the batch has ended or is full, and the
+// caller then syncs and names the blob itself.
 func (b *syncBatch) hold(tmp *os.File, target string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done {
+	if b.done || len(b.held) >= maxHeld {
 		return false
 	}
 	b.held = append(b.held, heldBlob{tmp, target})

@@ -101,7 +101,8 @@ type CopyResult struct {
 // bytes are written alongside the blobs, and only the listing waits. Into a
 // local layout every blob (and manifest) is written under a temporary name as
 // it arrives and starts its writeback; once all have arrived they are fsynced
-// together and only then named, so a copy that fails names none of them.
+// together and only then named, so a copy that fails names none of them
+// (beyond the first 64, each is synced and named as it arrives).
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
