@@ -560,7 +560,7 @@ func (r *Remote) listed(ctx context.Context, subject, desc ocispec.Descriptor) (
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tags, terr = r.referrerTags(ctx, subject.Digest)
+		tags, _, terr = r.referrerTags(ctx, subject.Digest)
 	}()
 	got, _, ferr = r.fetchTagged(ctx, tag)
 	wg.Wait()
@@ -722,7 +722,7 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 	if l == nil || err != nil {
 		ctx, cancel := r.ctx(ctx)
 		defer cancel()
-		all, err = r.referrers(ctx, subject)
+		all, err = r.referrers(ctx, subject, false)
 	}
 	if err != nil {
 		return nil, err
@@ -743,20 +743,32 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 // Until the registry has said whether it has the Referrers API, the referrer
 // tags and the fallback index are read while it is asked; their answers are
 // dropped if it has the API.
-func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+//
+// With lazyIndex (a listing started ahead of a walk, off its critical path),
+// the fallback index is read only if the tag listing names it, after the
+// listing: one request less for a subject nothing indexed, such as a
+// signature.
+func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor, lazyIndex bool) ([]ocispec.Descriptor, error) {
 	var cands []ocispec.Descriptor
 	var tags []string
 	var terr, ierr error
 	var wg sync.WaitGroup
 	listTags := func() {
-		wg.Add(2)
+		wg.Add(1)
+		if !lazyIndex {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cands, ierr = r.legacyIndex(ctx, subject.Digest)
+			}()
+		}
 		go func() {
 			defer wg.Done()
-			cands, ierr = r.legacyIndex(ctx, subject.Digest)
-		}()
-		go func() {
-			defer wg.Done()
-			tags, terr = r.referrerTags(ctx, subject.Digest)
+			var indexed bool
+			tags, indexed, terr = r.referrerTags(ctx, subject.Digest)
+			if lazyIndex && terr == nil && indexed {
+				cands, ierr = r.legacyIndex(ctx, subject.Digest)
+			}
 		}()
 	}
 	known := r.apiKnown()
@@ -913,7 +925,7 @@ func (r *Remote) listAhead(ctx context.Context, subject ocispec.Descriptor) {
 	go func() {
 		defer cancel()
 		defer close(l.done)
-		l.refs, l.err = r.referrers(ctx, subject)
+		l.refs, l.err = r.referrers(ctx, subject, true)
 	}()
 }
 
@@ -984,17 +996,21 @@ func seenPrefix(seen map[digest.Digest]bool, prefix string) bool {
 	return false
 }
 
-// referrerTags lists the tags that name referrers of subject. The listing starts
-// after the fallback tag "sha256-<hex>", which sorts just before every referrer
-// tag of subject, and ends at the first tag past them when the registry returns
-// tags in lexical order (as the distribution spec requires); a registry that does
-// not sort is listed in full.
-func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]string, error) {
+// referrerTags lists the tags that name referrers of subject, and reports
+// whether the fallback tag "sha256-<hex>" (which sorts just before every
+// referrer tag of subject) is among the repository's tags. The listing starts
+// after "sha256-" and the first 63 hex digits of subject, just before the
+// fallback tag, and ends at the first tag past the referrer tags when the
+// registry returns tags in lexical order (as the distribution spec requires);
+// a registry that does not sort is listed in full.
+func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]string, bool, error) {
 	prefix := referrerTagPrefix(subject)
-	last := strings.TrimSuffix(prefix, ".")
+	index := strings.TrimSuffix(prefix, ".")
+	last := index[:len(index)-1]
 	var out []string
+	var indexed bool
 	err := retry(ctx, func() error {
-		out = out[:0]
+		out, indexed = out[:0], false
 		prev, sorted := "", true
 		err := r.repo.Tags(ctx, last, func(tags []string) error {
 			for _, t := range tags {
@@ -1002,7 +1018,9 @@ func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]str
 					sorted = false
 				}
 				prev = t
-				if strings.HasPrefix(t, prefix) {
+				if t == index {
+					indexed = true
+				} else if strings.HasPrefix(t, prefix) {
 					out = append(out, t)
 				} else if sorted && t > prefix {
 					return errStopListing
@@ -1015,7 +1033,7 @@ func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]str
 		}
 		return nil
 	})
-	return out, err
+	return out, indexed, err
 }
 
 // legacyIndex reads the OCI fallback referrers index (tag "sha256-<hex>") that
