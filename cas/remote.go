@@ -1093,10 +1093,32 @@ func (r *Remote) fetchTagged(ctx context.Context, tag string) (ocispec.Descripto
 	return d, b, nil
 }
 
+// WarmReferrers asks the registry in the background whether it has the
+// Referrers API, before any subject is known: a command that resolves a tag
+// and then lists referrers (pull) calls it first, so that the question and
+// the resolve travel together instead of the question waiting for the
+// resolve. It asks about a placeholder subject (the empty JSON blob's
+// digest) and keeps only an unambiguous answer: 200 with an OCI image index
+// (the Referrers API answers so for any subject) means yes; 404 with a body
+// that is not a registry error (the route does not exist) means no; anything
+// else is asked again about the real subject.
+func (r *Remote) WarmReferrers(ctx context.Context) {
+	if r.apiKnown() {
+		return
+	}
+	go func() { _, _ = r.askReferrersAPI(ctx, ocispec.DescriptorEmptyJSON, true) }()
+}
+
 // referrersAPI reports whether the registry implements the Referrers API, asking
 // it once: a GET of /v2/<repo>/referrers/<digest> answered 200 with an OCI image
 // index means yes; 404 (other than for an unknown repository) means no.
 func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (bool, error) {
+	return r.askReferrersAPI(ctx, subject, false)
+}
+
+// askReferrersAPI is referrersAPI; with placeholder, subject is not a real
+// one and only unambiguous answers count (see WarmReferrers).
+func (r *Remote) askReferrersAPI(ctx context.Context, subject ocispec.Descriptor, placeholder bool) (bool, error) {
 	for {
 		r.mu.Lock()
 		api, probing := r.api, r.probing
@@ -1153,9 +1175,13 @@ func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (
 			state = -1
 			if ct == ocispec.MediaTypeImageIndex {
 				state = 1
+			} else if placeholder {
+				state = 0
 			}
 		case resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), "NAME_UNKNOWN"):
 			state = 0 // the repository does not exist yet: ask again later
+		case placeholder && (resp.StatusCode != http.StatusNotFound || isRegistryError(body)):
+			state = 0 // not unambiguous about a placeholder: ask about the subject
 		case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest,
 			resp.StatusCode == http.StatusMethodNotAllowed:
 			state = -1
@@ -1173,6 +1199,15 @@ func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (
 		r.mu.Unlock()
 	}
 	return state > 0, nil
+}
+
+// isRegistryError reports whether body is a registry's JSON error answer
+// ({"errors": [...]}) rather than a plain "no such route".
+func isRegistryError(body []byte) bool {
+	var e struct {
+		Errors []json.RawMessage `json:"errors"`
+	}
+	return json.Unmarshal(body, &e) == nil && len(e.Errors) > 0
 }
 
 // Close implements Store: it waits for the fallback index updates still
