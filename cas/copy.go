@@ -143,20 +143,44 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	m.checked.Wait()
 	prog.Start(m.missing.Load())
 	defer prog.Done()
-	m.wg.Wait()
-	if err := m.failure(); err != nil {
-		return CopyResult{}, err
+	// Into a layout, manifests are listed once every blob is there; into a
+	// registry, each manifest goes up as soon as its own blobs are there
+	// (a signature while the artifact's layers are still uploading), still
+	// one by one in dependency order.
+	settled := false
+	settle := func() error {
+		if !settled {
+			settled = true
+			m.wg.Wait()
+		}
+		return m.failure()
+	}
+	defer func() {
+		if !settled {
+			cancel()
+			m.wg.Wait()
+		}
+	}()
+	if staged {
+		if err := settle(); err != nil {
+			return CopyResult{}, err
+		}
 	}
 	if batch != nil {
 		if err := batch.commit(dst.(*Layout)); err != nil {
 			return CopyResult{}, fmt.Errorf("syncing the copied blobs: %w", err)
 		}
 	}
-	res := CopyResult{Blobs: int(m.blobs.Load()), Bytes: m.bytes.Load()}
+	var res CopyResult
 	for _, d := range p.order {
 		raw, isManifest := p.raw[d.Digest]
 		if !isManifest {
 			continue
+		}
+		if !staged {
+			if err := m.waitChildren(d, raw); err != nil {
+				return res, err
+			}
 		}
 		var err error
 		if tp, ok := dst.(taggedPusher); ok && opts.Tag != "" && d.Digest == root.Digest {
@@ -169,6 +193,10 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 		}
 		res.Manifests = append(res.Manifests, d)
 	}
+	if err := settle(); err != nil {
+		return res, err
+	}
+	res.Blobs, res.Bytes = int(m.blobs.Load()), m.bytes.Load()
 	if _, ok := dst.(taggedPusher); opts.Tag != "" && (!ok || p.raw[root.Digest] == nil) {
 		if err := dst.Tag(ctx, root, opts.Tag); err != nil {
 			return res, err
@@ -194,8 +222,34 @@ type mover struct {
 	missing      atomic.Int64
 	blobs, bytes atomic.Int64
 
-	mu  sync.Mutex
-	err error
+	mu   sync.Mutex
+	err  error
+	done map[digest.Digest]chan struct{} // closed when a blob's transfer ends
+}
+
+// waitChildren waits until every blob manifest d lists has arrived in dst
+// (or the copy has failed).
+func (m *mover) waitChildren(d ocispec.Descriptor, raw []byte) error {
+	node, err := ParseNode(d, raw)
+	if err != nil {
+		return err
+	}
+	for _, c := range node.Children {
+		m.mu.Lock()
+		ch := m.done[c.Digest]
+		m.mu.Unlock()
+		if ch == nil {
+			continue // a child manifest: pushed before d
+		}
+		select {
+		case <-ch:
+		case <-m.ctx.Done():
+		}
+		if err := m.failure(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (m *mover) fail(err error) {
@@ -229,8 +283,16 @@ func (m *mover) acquire(sem chan struct{}) bool {
 func (m *mover) blob(d ocispec.Descriptor) {
 	m.wg.Add(1)
 	m.checked.Add(1)
+	ch := make(chan struct{})
+	m.mu.Lock()
+	if m.done == nil {
+		m.done = map[digest.Digest]chan struct{}{}
+	}
+	m.done[d.Digest] = ch
+	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		defer close(ch)
 		if !m.acquire(m.checks) {
 			m.checked.Done()
 			return
