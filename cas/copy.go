@@ -97,8 +97,9 @@ type CopyResult struct {
 //
 // Blobs start moving as soon as the walk of the graph finds them, Parallel at a
 // time, while the walk goes on listing referrers. Manifests are pushed one by
-// one in dependency order once every blob is there; into a local layout their
-// bytes are written alongside the blobs, and only the listing waits. Into a
+// one in dependency order, into a registry each as soon as the blobs it lists
+// are there; into a local layout their bytes are written alongside the blobs,
+// and the listing waits for every blob. Into a
 // local layout every blob (and manifest) is written under a temporary name as
 // it arrives and starts its writeback; once all have arrived they are fsynced
 // together and only then named, so a copy that fails names none of them
