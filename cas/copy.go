@@ -61,7 +61,7 @@ type taggedPusher interface {
 // manifests alongside the blobs and lists them, in dependency order, once
 // everything has arrived.
 type stagingStore interface {
-	stageManifest(desc ocispec.Descriptor, raw []byte) error
+	stageManifest(ctx context.Context, desc ocispec.Descriptor, raw []byte) error
 }
 
 // settler is a store that finishes work in the background (a registry's
@@ -97,14 +97,27 @@ type CopyResult struct {
 //
 // Blobs start moving as soon as the walk of the graph finds them, Parallel at a
 // time, while the walk goes on listing referrers. Manifests are pushed one by
-// one in dependency order once every blob is there; into a local layout their
-// bytes are written alongside the blobs, and only the listing waits.
+// one in dependency order, into a registry each as soon as the blobs it lists
+// are there; into a local layout their bytes are written alongside the blobs,
+// and the listing waits for every blob. Into a
+// local layout every blob (and manifest) is written under a temporary name as
+// it arrives and starts its writeback; once all have arrived they are fsynced
+// together and only then named, so a copy that fails names none of them
+// (beyond the first 64, each is synced and named as it arrives).
 func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts CopyOptions) (CopyResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	prog := &lateProgress{p: progressOr(ctx, opts.Progress)}
 	stager, staged := dst.(stagingStore)
-	m := &mover{ctx: ctx, cancel: cancel, src: src, dst: dst, prog: prog,
+	// Into a local layout, the blobs are synced together once all are in.
+	var batch *syncBatch
+	mctx := ctx
+	if _, ok := dst.(*Layout); ok {
+		batch = &syncBatch{}
+		mctx = withBatch(ctx, batch)
+		defer batch.discard() // a no-op once committed
+	}
+	m := &mover{ctx: mctx, cancel: cancel, src: src, dst: dst, prog: prog,
 		sem: make(chan struct{}, Parallel), checks: make(chan struct{}, parallelChecks)}
 	wctx := ctx
 	if w, ok := src.(walkEnder); ok && opts.Referrers {
@@ -131,15 +144,44 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	m.checked.Wait()
 	prog.Start(m.missing.Load())
 	defer prog.Done()
-	m.wg.Wait()
-	if err := m.failure(); err != nil {
-		return CopyResult{}, err
+	// Into a layout, manifests are listed once every blob is there; into a
+	// registry, each manifest goes up as soon as its own blobs are there
+	// (a signature while the artifact's layers are still uploading), still
+	// one by one in dependency order.
+	settled := false
+	settle := func() error {
+		if !settled {
+			settled = true
+			m.wg.Wait()
+		}
+		return m.failure()
 	}
-	res := CopyResult{Blobs: int(m.blobs.Load()), Bytes: m.bytes.Load()}
+	defer func() {
+		if !settled {
+			cancel()
+			m.wg.Wait()
+		}
+	}()
+	if staged {
+		if err := settle(); err != nil {
+			return CopyResult{}, err
+		}
+	}
+	if batch != nil {
+		if err := batch.commit(dst.(*Layout)); err != nil {
+			return CopyResult{}, fmt.Errorf("syncing the copied blobs: %w", err)
+		}
+	}
+	var res CopyResult
 	for _, d := range p.order {
 		raw, isManifest := p.raw[d.Digest]
 		if !isManifest {
 			continue
+		}
+		if !staged {
+			if err := m.waitChildren(d, raw); err != nil {
+				return res, err
+			}
 		}
 		var err error
 		if tp, ok := dst.(taggedPusher); ok && opts.Tag != "" && d.Digest == root.Digest {
@@ -152,6 +194,10 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 		}
 		res.Manifests = append(res.Manifests, d)
 	}
+	if err := settle(); err != nil {
+		return res, err
+	}
+	res.Blobs, res.Bytes = int(m.blobs.Load()), m.bytes.Load()
 	if _, ok := dst.(taggedPusher); opts.Tag != "" && (!ok || p.raw[root.Digest] == nil) {
 		if err := dst.Tag(ctx, root, opts.Tag); err != nil {
 			return res, err
@@ -177,8 +223,34 @@ type mover struct {
 	missing      atomic.Int64
 	blobs, bytes atomic.Int64
 
-	mu  sync.Mutex
-	err error
+	mu   sync.Mutex
+	err  error
+	done map[digest.Digest]chan struct{} // closed when a blob's transfer ends
+}
+
+// waitChildren waits until every blob manifest d lists has arrived in dst
+// (or the copy has failed).
+func (m *mover) waitChildren(d ocispec.Descriptor, raw []byte) error {
+	node, err := ParseNode(d, raw)
+	if err != nil {
+		return err
+	}
+	for _, c := range node.Children {
+		m.mu.Lock()
+		ch := m.done[c.Digest]
+		m.mu.Unlock()
+		if ch == nil {
+			continue // a child manifest: pushed before d
+		}
+		select {
+		case <-ch:
+		case <-m.ctx.Done():
+		}
+		if err := m.failure(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (m *mover) fail(err error) {
@@ -212,8 +284,16 @@ func (m *mover) acquire(sem chan struct{}) bool {
 func (m *mover) blob(d ocispec.Descriptor) {
 	m.wg.Add(1)
 	m.checked.Add(1)
+	ch := make(chan struct{})
+	m.mu.Lock()
+	if m.done == nil {
+		m.done = map[digest.Digest]chan struct{}{}
+	}
+	m.done[d.Digest] = ch
+	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		defer close(ch)
 		if !m.acquire(m.checks) {
 			m.checked.Done()
 			return
@@ -258,7 +338,7 @@ func (m *mover) manifest(st stagingStore, d ocispec.Descriptor, raw []byte) {
 			return
 		}
 		defer func() { <-m.sem }()
-		if err := st.stageManifest(d, raw); err != nil {
+		if err := st.stageManifest(m.ctx, d, raw); err != nil {
 			m.fail(fmt.Errorf("copying manifest %s: %w", d.Digest, err))
 		}
 	}()

@@ -5,8 +5,9 @@
 // manifest). Two backends implement it:
 //
 //   - Layout, a local OCI image layout directory (the embedded default). Blobs are
-//     written atomically (temporary file, verify, fsync, rename, fsync directory);
-//     index.json is saved in batches under an inter-process lock, merging with what
+//     written atomically (temporary file, verify, fsync, rename, fsync directory;
+//     a Copy into a layout fsyncs all its blobs together once all have arrived,
+//     then renames them); index.json is saved in batches under an inter-process lock, merging with what
 //     other processes saved meanwhile, so any number of processes may write to one
 //     layout at once.
 //   - Remote, an OCI registry reached through oras-go, with referrers found through

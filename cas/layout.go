@@ -257,7 +257,7 @@ func (l *Layout) Exists(_ context.Context, desc ocispec.Descriptor) (bool, error
 
 // Push implements Store. The blob is durable when Push returns; a manifest becomes
 // listed in index.json at the next Flush or Close.
-func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) error {
+func (l *Layout) Push(ctx context.Context, desc ocispec.Descriptor, r io.Reader) error {
 	if err := checkDigest(desc); err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 	target := l.blobPath(desc.Digest)
 	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() == desc.Size {
 		_, _ = io.Copy(io.Discard, r)
-	} else if err := l.ingest(desc, r, target); err != nil {
+	} else if err := l.ingest(batchOf(ctx), desc, r, target); err != nil {
 		return err
 	}
 	if raw != nil {
@@ -297,7 +297,7 @@ func (l *Layout) Push(_ context.Context, desc ocispec.Descriptor, r io.Reader) e
 // stageManifest writes a manifest's bytes without listing the manifest: a
 // later Push finds them in place and lists it (cas.Copy writes manifests
 // alongside blobs and lists them once the whole graph has arrived).
-func (l *Layout) stageManifest(desc ocispec.Descriptor, raw []byte) error {
+func (l *Layout) stageManifest(ctx context.Context, desc ocispec.Descriptor, raw []byte) error {
 	if err := checkDigest(desc); err != nil {
 		return err
 	}
@@ -308,10 +308,12 @@ func (l *Layout) stageManifest(desc ocispec.Descriptor, raw []byte) error {
 	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() == desc.Size {
 		return nil
 	}
-	return l.ingest(desc, bytes.NewReader(raw), target)
+	return l.ingest(batchOf(ctx), desc, bytes.NewReader(raw), target)
 }
 
-func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) error {
+// ingest writes the blob desc from r under a temporary name and verifies it;
+// then, unless batch takes it (see syncBatch), syncs it and names it target.
+func (l *Layout) ingest(batch *syncBatch, desc ocispec.Descriptor, r io.Reader, target string) error {
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -320,7 +322,12 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
 	}
-	defer os.Remove(tmp.Name())
+	held := false
+	defer func() {
+		if !held {
+			os.Remove(tmp.Name())
+		}
+	}()
 	vr, err := verified(r, desc)
 	if err != nil {
 		tmp.Close()
@@ -331,6 +338,13 @@ func (l *Layout) ingest(desc ocispec.Descriptor, r io.Reader, target string) err
 	if _, err := io.CopyBuffer(newWritebackFile(tmp), vr, make([]byte, min(ioBuffer, max(desc.Size+1, 512)))); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", desc.Digest, err)
+	}
+	if batch != nil {
+		startWriteback(tmp)
+		if batch.hold(tmp, target) {
+			held = true
+			return nil
+		}
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()

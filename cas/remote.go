@@ -560,7 +560,7 @@ func (r *Remote) listed(ctx context.Context, subject, desc ocispec.Descriptor) (
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tags, terr = r.referrerTags(ctx, subject.Digest)
+		tags, _, terr = r.referrerTags(ctx, subject.Digest)
 	}()
 	got, _, ferr = r.fetchTagged(ctx, tag)
 	wg.Wait()
@@ -722,7 +722,7 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 	if l == nil || err != nil {
 		ctx, cancel := r.ctx(ctx)
 		defer cancel()
-		all, err = r.referrers(ctx, subject)
+		all, err = r.referrers(ctx, subject, false)
 	}
 	if err != nil {
 		return nil, err
@@ -743,20 +743,32 @@ func (r *Remote) Referrers(ctx context.Context, subject ocispec.Descriptor, arti
 // Until the registry has said whether it has the Referrers API, the referrer
 // tags and the fallback index are read while it is asked; their answers are
 // dropped if it has the API.
-func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+//
+// With lazyIndex (a listing started ahead of a walk, off its critical path),
+// the fallback index is read only if the tag listing names it, after the
+// listing: one request less for a subject nothing indexed, such as a
+// signature.
+func (r *Remote) referrers(ctx context.Context, subject ocispec.Descriptor, lazyIndex bool) ([]ocispec.Descriptor, error) {
 	var cands []ocispec.Descriptor
 	var tags []string
 	var terr, ierr error
 	var wg sync.WaitGroup
 	listTags := func() {
-		wg.Add(2)
+		wg.Add(1)
+		if !lazyIndex {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cands, ierr = r.legacyIndex(ctx, subject.Digest)
+			}()
+		}
 		go func() {
 			defer wg.Done()
-			cands, ierr = r.legacyIndex(ctx, subject.Digest)
-		}()
-		go func() {
-			defer wg.Done()
-			tags, terr = r.referrerTags(ctx, subject.Digest)
+			var indexed bool
+			tags, indexed, terr = r.referrerTags(ctx, subject.Digest)
+			if lazyIndex && terr == nil && indexed {
+				cands, ierr = r.legacyIndex(ctx, subject.Digest)
+			}
 		}()
 	}
 	known := r.apiKnown()
@@ -913,7 +925,7 @@ func (r *Remote) listAhead(ctx context.Context, subject ocispec.Descriptor) {
 	go func() {
 		defer cancel()
 		defer close(l.done)
-		l.refs, l.err = r.referrers(ctx, subject)
+		l.refs, l.err = r.referrers(ctx, subject, true)
 	}()
 }
 
@@ -984,17 +996,21 @@ func seenPrefix(seen map[digest.Digest]bool, prefix string) bool {
 	return false
 }
 
-// referrerTags lists the tags that name referrers of subject. The listing starts
-// after the fallback tag "sha256-<hex>", which sorts just before every referrer
-// tag of subject, and ends at the first tag past them when the registry returns
-// tags in lexical order (as the distribution spec requires); a registry that does
-// not sort is listed in full.
-func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]string, error) {
+// referrerTags lists the tags that name referrers of subject, and reports
+// whether the fallback tag "sha256-<hex>" (which sorts just before every
+// referrer tag of subject) is among the repository's tags. The listing starts
+// after "sha256-" and the first 63 hex digits of subject, just before the
+// fallback tag, and ends at the first tag past the referrer tags when the
+// registry returns tags in lexical order (as the distribution spec requires);
+// a registry that does not sort is listed in full.
+func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]string, bool, error) {
 	prefix := referrerTagPrefix(subject)
-	last := strings.TrimSuffix(prefix, ".")
+	index := strings.TrimSuffix(prefix, ".")
+	last := index[:len(index)-1]
 	var out []string
+	var indexed bool
 	err := retry(ctx, func() error {
-		out = out[:0]
+		out, indexed = out[:0], false
 		prev, sorted := "", true
 		err := r.repo.Tags(ctx, last, func(tags []string) error {
 			for _, t := range tags {
@@ -1002,7 +1018,9 @@ func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]str
 					sorted = false
 				}
 				prev = t
-				if strings.HasPrefix(t, prefix) {
+				if t == index {
+					indexed = true
+				} else if strings.HasPrefix(t, prefix) {
 					out = append(out, t)
 				} else if sorted && t > prefix {
 					return errStopListing
@@ -1015,7 +1033,7 @@ func (r *Remote) referrerTags(ctx context.Context, subject digest.Digest) ([]str
 		}
 		return nil
 	})
-	return out, err
+	return out, indexed, err
 }
 
 // legacyIndex reads the OCI fallback referrers index (tag "sha256-<hex>") that
@@ -1075,10 +1093,32 @@ func (r *Remote) fetchTagged(ctx context.Context, tag string) (ocispec.Descripto
 	return d, b, nil
 }
 
+// WarmReferrers asks the registry in the background whether it has the
+// Referrers API, before any subject is known: a command that resolves a tag
+// and then lists referrers (pull) calls it first, so that the question and
+// the resolve travel together instead of the question waiting for the
+// resolve. It asks about a placeholder subject (the empty JSON blob's
+// digest) and keeps only an unambiguous answer: 200 with an OCI image index
+// (the Referrers API answers so for any subject) means yes; 404 with a body
+// that is not a registry error (the route does not exist) means no; anything
+// else is asked again about the real subject.
+func (r *Remote) WarmReferrers(ctx context.Context) {
+	if r.apiKnown() {
+		return
+	}
+	go func() { _, _ = r.askReferrersAPI(ctx, ocispec.DescriptorEmptyJSON, true) }()
+}
+
 // referrersAPI reports whether the registry implements the Referrers API, asking
 // it once: a GET of /v2/<repo>/referrers/<digest> answered 200 with an OCI image
 // index means yes; 404 (other than for an unknown repository) means no.
 func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (bool, error) {
+	return r.askReferrersAPI(ctx, subject, false)
+}
+
+// askReferrersAPI is referrersAPI; with placeholder, subject is not a real
+// one and only unambiguous answers count (see WarmReferrers).
+func (r *Remote) askReferrersAPI(ctx context.Context, subject ocispec.Descriptor, placeholder bool) (bool, error) {
 	for {
 		r.mu.Lock()
 		api, probing := r.api, r.probing
@@ -1135,9 +1175,13 @@ func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (
 			state = -1
 			if ct == ocispec.MediaTypeImageIndex {
 				state = 1
+			} else if placeholder {
+				state = 0
 			}
 		case resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), "NAME_UNKNOWN"):
 			state = 0 // the repository does not exist yet: ask again later
+		case placeholder && (resp.StatusCode != http.StatusNotFound || isRegistryError(body)):
+			state = 0 // not unambiguous about a placeholder: ask about the subject
 		case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest,
 			resp.StatusCode == http.StatusMethodNotAllowed:
 			state = -1
@@ -1155,6 +1199,15 @@ func (r *Remote) referrersAPI(ctx context.Context, subject ocispec.Descriptor) (
 		r.mu.Unlock()
 	}
 	return state > 0, nil
+}
+
+// isRegistryError reports whether body is a registry's JSON error answer
+// ({"errors": [...]}) rather than a plain "no such route".
+func isRegistryError(body []byte) bool {
+	var e struct {
+		Errors []json.RawMessage `json:"errors"`
+	}
+	return json.Unmarshal(body, &e) == nil && len(e.Errors) > 0
 }
 
 // Close implements Store: it waits for the fallback index updates still

@@ -84,6 +84,7 @@ func pullCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
+			r.WarmReferrers(c.Context) // alongside the resolve
 			desc, err := r.Resolve(c.Context, ref)
 			if err != nil {
 				return err
