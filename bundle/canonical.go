@@ -41,6 +41,16 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, errors.New("record is not valid UTF-8")
 	}
+	if out, ok := canonFast(raw); ok {
+		return out, nil
+	}
+	return canonTokens(raw)
+}
+
+// canonTokens is Canonicalize over the token stream of encoding/json: the
+// reference canonFast is held to, and what decides (with its error) on
+// input canonFast does not take.
+func canonTokens(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var buf bytes.Buffer

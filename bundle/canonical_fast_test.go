@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/feval/feval/internal/strictjson"
 )
@@ -105,4 +106,46 @@ func TestLessUTF16(t *testing.T) {
 			}
 		}
 	}
+}
+
+var canonAgreeSeeds = []string{
+	`{"b":1,"a":[true,false,null,-0,0,-12,"x"],"c":{"z":{},"y":[]}}`,
+	`{"a":1,"a":2}`, `{"a":1.5}`, `{"a":1e3}`, `{"a":01}`, `[1,]`, `{"a":1,}`, `{"a" 1}`,
+	`"\u00e9\n\t\"\\\/\b\f\r\u0001\u001f"`, `"\ud83d\ude00"`, `"\ud800"`, `"\ud800x"`, `"\x"`, `"\u12"`,
+	"\"a\x01\"", ` [ 1 , 2 ] `, `{} {}`, `{}x`, ``, ` `, `-`, `-a`, `tru`, `nul`, `[`, `{`, `"`,
+	`{"😀":1,"￿":2,"é":3,"a":4,"":5}`, `[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`,
+	`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`,
+	`123456789012345678901234567890`, `-0`, `0`, `"` + "\u2028" + `"`,
+}
+
+func checkCanonAgrees(t *testing.T, in []byte) {
+	t.Helper()
+	if !utf8.Valid(in) {
+		return // Canonicalize refuses it before either
+	}
+	got, ok := canonFast(in)
+	want, err := canonTokens(in)
+	if ok && (err != nil || !bytes.Equal(got, want)) {
+		t.Fatalf("%q: canonFast gives %q, the token stream %q (%v)", in, got, want, err)
+	}
+}
+
+// TestCanonFastAgrees: the one-pass canonicalizer accepts only what the
+// token stream accepts, with the same bytes, and takes the usual records.
+func TestCanonFastAgrees(t *testing.T) {
+	for _, s := range canonAgreeSeeds {
+		checkCanonAgrees(t, []byte(s))
+	}
+	for _, s := range []string{canonAgreeSeeds[0], `"\u00e9\n\t\"\\\/\b\f\r\u0001\u001f"`, `{"😀":1,"￿":2,"é":3,"a":4,"":5}`} {
+		if _, ok := canonFast([]byte(s)); !ok {
+			t.Errorf("%q: canonFast left it to the token stream", s)
+		}
+	}
+}
+
+func FuzzCanonicalFastAgrees(f *testing.F) {
+	for _, s := range canonAgreeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(checkCanonAgrees)
 }
