@@ -71,7 +71,8 @@ func (o Options) Driver(name string) (Driver, error) {
 // numberedDriver is a Driver whose Decide writes nothing and takes from the
 // case only its store, references and entry, and its sequence number only to
 // record it: EvaluateAll computes its verdicts while the signing key is still
-// being decrypted and numbers each when it is written.
+// being decrypted and numbers each when it is written. Its verdicts name no
+// evidence (Evidence returns nothing).
 type numberedDriver interface {
 	Driver
 	// Numbered returns v, a verdict of this driver's Decide, with the

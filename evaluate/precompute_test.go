@@ -67,7 +67,8 @@ func TestPrecomputedVerdicts(t *testing.T) {
 }
 
 // TestEvaluateAllListsVerdicts: the verdicts of a batch, listed in index.json
-// together at its end, are in the store another process opens afterwards.
+// together at its end, are in the store another process opens afterwards,
+// and name no evidence.
 func TestEvaluateAllListsVerdicts(t *testing.T) {
 	w := newBatchWorld(t)
 	l, root := w.clone(t)
@@ -86,8 +87,23 @@ func TestEvaluateAllListsVerdicts(t *testing.T) {
 		if r.Err != nil {
 			t.Fatalf("%s: %v", r.Reveal, r.Err)
 		}
-		if _, err := other.Resolve(w.ctx, r.Outcome.Artifact.Digest.String()); err != nil {
+		desc, err := other.Resolve(w.ctx, r.Outcome.Artifact.Digest.String())
+		if err != nil {
 			t.Errorf("verdict of %s not listed after the batch: %v", r.Reveal, err)
+			continue
+		}
+		// decide does not read back what a numberedDriver wrote: its
+		// verdicts must name no evidence.
+		art, err := bundle.Load(w.ctx, other, desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv, err := b.Options.Driver("rollouts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := drv.Evidence(art); err != nil || len(ev) != 0 || len(r.Outcome.Evidence) != 0 {
+			t.Errorf("verdict of %s names evidence %v %v (%v)", r.Reveal, ev, r.Outcome.Evidence, err)
 		}
 	}
 }
