@@ -261,13 +261,21 @@ type decided struct {
 	v     Verdict
 }
 
-// precompute computes, into pre, the verdicts of the reveals of rep in want
-// (nil: every reveal) whose driver is a numberedDriver, as decide would with
-// rep: nothing is written and nothing is reported (decide computes again
-// what fails here, and reports it).
+// maxPrecomputed bounds the verdicts precompute holds, so that a batch's
+// memory does not grow with its reveals (a full rollouts verdict of 10,000
+// rows is a few MB): about as many audits as the key's decryption lasts.
+var maxPrecomputed = 16 // a variable for tests
+
+// precompute computes, into pre, the verdicts of the first reveals of rep in
+// want (nil: every reveal) whose driver is a numberedDriver, as decide would
+// with rep, until pre holds maxPrecomputed: nothing is written and nothing
+// is reported (decide computes again what fails here, and reports it).
 func precompute(ctx context.Context, l *cas.Layout, b Batch, rep protocol.RoundReport, want []digest.Digest, pre map[digest.Digest]*decided) {
 	wanted := func(d digest.Digest) bool { return want == nil || slices.Contains(want, d) }
 	for _, e := range rep.Entries {
+		if len(pre) >= maxPrecomputed {
+			return
+		}
 		if e.Reveal == "" || !wanted(e.Reveal) || pre[e.Reveal] != nil {
 			continue
 		}

@@ -66,6 +66,53 @@ func TestPrecomputedVerdicts(t *testing.T) {
 	}
 }
 
+// TestPrecomputedBounded: precompute holds at most maxPrecomputed verdicts;
+// the others are computed when written, to the same verdicts.
+func TestPrecomputedBounded(t *testing.T) {
+	w := newBatchWorld(t)
+	l, _ := w.clone(t)
+	b := w.batch()
+	seen, _, err := protocol.Preview(w.ctx, l, w.round, b.Obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := protocol.CheckRound(w.ctx, l, w.round, seen, b.Obs, Gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { maxPrecomputed = n }(maxPrecomputed)
+	maxPrecomputed = 2
+	pre := map[digest.Digest]*decided{}
+	precompute(w.ctx, l, b, rep, nil, pre)
+	if len(pre) != 2 {
+		t.Fatalf("%d verdicts computed beforehand, want the bound, 2", len(pre))
+	}
+	evaluateRound := func() []Result {
+		l, _ := w.clone(t)
+		b := w.batch()
+		b.Round = w.round.Digest.String()
+		rs, err := EvaluateAll(w.ctx, l, w.signer, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	bounded := evaluateRound()
+	maxPrecomputed = 1 << 20
+	all := evaluateRound()
+	if len(bounded) != len(all) {
+		t.Fatalf("%d results, want %d", len(bounded), len(all))
+	}
+	for i := range all {
+		if bounded[i].Err != nil || all[i].Err != nil {
+			t.Fatalf("%s: %v / %v", all[i].Reveal, bounded[i].Err, all[i].Err)
+		}
+		if bounded[i].Outcome.Artifact.Digest != all[i].Outcome.Artifact.Digest {
+			t.Errorf("%s: verdict %s with 2 computed beforehand, %s with all", all[i].Reveal, bounded[i].Outcome.Artifact.Digest, all[i].Outcome.Artifact.Digest)
+		}
+	}
+}
+
 // TestEvaluateAllListsVerdicts: the verdicts of a batch, listed in index.json
 // together at its end, are in the store another process opens afterwards,
 // and name no evidence.
