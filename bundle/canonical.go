@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -40,6 +41,16 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, errors.New("record is not valid UTF-8")
 	}
+	if out, ok := canonFast(raw); ok {
+		return out, nil
+	}
+	return canonTokens(raw)
+}
+
+// canonTokens is Canonicalize over the token stream of encoding/json: the
+// reference canonFast is held to, and what decides (with its error) on
+// input canonFast does not take.
+func canonTokens(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var buf bytes.Buffer
@@ -65,6 +76,19 @@ var ErrMalformedRecord = errors.New("malformed record")
 // It is how feval reads every record it did not just write. Every error wraps
 // ErrMalformedRecord.
 func ParseCanonical(raw []byte, v any) error {
+	// A record that decodes and re-encodes to its own bytes is canonical
+	// (Canonical's output is, and Canonicalize is idempotent): accepted
+	// after one decode and one encode. Any other record takes the checks
+	// below in order, from a zero v, so that it is refused with the same
+	// error.
+	if len(raw) <= MaxRecordSize && strictjson.Decode(raw, v) == nil {
+		if again, err := Canonical(v); err == nil && bytes.Equal(again, raw) {
+			return nil
+		}
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().SetZero()
+	}
 	c, err := Canonicalize(raw)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
@@ -204,7 +228,14 @@ func canonInteger(s string) (string, error) {
 }
 
 // lessUTF16 orders strings by UTF-16 code units, as RFC 8785 requires.
+// Without characters beyond U+FFFF (four-byte UTF-8 sequences, whose first
+// byte is 0xF0 or more), each code unit is a code point, and the UTF-8 bytes
+// of valid strings order as their code points: the byte-wise order is the
+// same.
 func lessUTF16(a, b string) bool {
+	if !hasSupplementary(a) && !hasSupplementary(b) {
+		return a < b
+	}
 	ua, ub := utf16Units(a), utf16Units(b)
 	for i := 0; i < len(ua) && i < len(ub); i++ {
 		if ua[i] != ub[i] {
@@ -212,6 +243,15 @@ func lessUTF16(a, b string) bool {
 		}
 	}
 	return len(ua) < len(ub)
+}
+
+func hasSupplementary(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0xF0 {
+			return true
+		}
+	}
+	return false
 }
 
 func utf16Units(s string) []uint16 {

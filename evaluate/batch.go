@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
+	"slices"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -47,7 +49,8 @@ type Result struct {
 // in the same order (the same verdict bytes, sequence numbers following each
 // other), paying once what they share: each round is collected and its
 // reveal checks run once for all of its reveals (CheckRoundFor: only the
-// reveals evaluated are gated), and a task is parsed once.
+// reveals evaluated are gated), and a task is read from the store and
+// parsed once.
 //
 // signer returns the signing key; it may still be decrypting when
 // EvaluateAll is called, and is waited for only before the first write (with
@@ -56,6 +59,8 @@ type Result struct {
 // store); a reveal's own failure is its Result's Err. Results are in the
 // order of b.Reveals, or in commitment order for a round.
 func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Signer, error), b Batch) ([]Result, error) {
+	// The round checks' gate and each decision share one tree of the task.
+	ctx = protocol.WithTaskTrees(ctx, protocol.NewTaskTrees())
 	src := b.Source
 	if src == nil {
 		src = l
@@ -164,6 +169,7 @@ func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Sign
 
 	// The reveal checks, once per round.
 	reports := map[digest.Digest]protocol.RoundReport{}
+	pre := map[digest.Digest]*decided{}
 	for _, rd := range rounds {
 		var seen map[digest.Digest]protocol.Seen
 		var observed []digest.Digest
@@ -183,6 +189,11 @@ func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Sign
 			return nil, fail(err)
 		}
 		if local {
+			if !waited {
+				// The verdicts need nothing of the key but their
+				// signature: computed now, while it is decrypted.
+				precompute(ctx, l, b, rep, want[rd.Digest], pre)
+			}
 			if err := key(); err != nil {
 				return nil, err
 			}
@@ -216,22 +227,107 @@ func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Sign
 	}
 
 	out := make([]Result, len(items))
+	var unlisted []int // results whose verdicts index.json does not list yet
 	for i, it := range items {
 		if it.Err == nil {
 			rep := reports[it.refs.Round.Digest]
 			var o Outcome
-			o, it.Err = decide(ctx, l, s, b, it.desc, it.round, rep)
+			var listed bool
+			o, listed, it.Err = decide(ctx, l, s, b, it.desc, it.round, rep, pre[it.desc.Digest])
 			if it.Err == nil {
 				it.Outcome = &o
+				if !listed {
+					unlisted = append(unlisted, i)
+				}
 			}
 		}
 		out[i] = it.Result
 	}
+	if len(unlisted) > 0 {
+		if err := l.Flush(); err != nil {
+			for _, i := range unlisted {
+				out[i].Outcome, out[i].Err = nil, err
+			}
+		}
+	}
 	return out, nil
 }
 
-// decide evaluates one reveal whose round's checks gave rep.
-func decide(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batch, reveal ocispec.Descriptor, round protocol.Round, rep protocol.RoundReport) (Outcome, error) {
+// decided is a verdict computed before it could be written (precompute),
+// with the entry and references it was computed from.
+type decided struct {
+	entry protocol.Entry
+	refs  protocol.Refs
+	v     Verdict
+}
+
+// maxPrecomputed bounds the verdicts precompute holds, so that a batch's
+// memory does not grow with its reveals (a full rollouts verdict of 10,000
+// rows is a few MB): about as many audits as the key's decryption lasts.
+var maxPrecomputed = 16 // a variable for tests
+
+// precompute computes, into pre, the verdicts of the first reveals of rep in
+// want (nil: every reveal) whose driver is a numberedDriver, as decide would
+// with rep, until pre holds maxPrecomputed: nothing is written and nothing
+// is reported (decide computes again what fails here, and reports it).
+func precompute(ctx context.Context, l *cas.Layout, b Batch, rep protocol.RoundReport, want []digest.Digest, pre map[digest.Digest]*decided) {
+	wanted := func(d digest.Digest) bool { return want == nil || slices.Contains(want, d) }
+	for _, e := range rep.Entries {
+		if len(pre) >= maxPrecomputed {
+			return
+		}
+		if e.Reveal == "" || !wanted(e.Reveal) || pre[e.Reveal] != nil {
+			continue
+		}
+		reveal, err := l.Resolve(ctx, e.Reveal.String())
+		if err != nil {
+			continue
+		}
+		_, round, err := rollouts.ResolveRound(ctx, l, reveal)
+		if err != nil {
+			continue
+		}
+		d, err := b.Options.Driver(round.Protocol)
+		if err != nil {
+			continue
+		}
+		if _, ok := d.(numberedDriver); !ok {
+			continue
+		}
+		refs, err := protocol.ResolveRefs(ctx, l, reveal)
+		if err != nil {
+			continue
+		}
+		c := protocol.Case{Store: l, Refs: refs, Entry: e, Created: b.Created}
+		if d, err = d.Prepare(ctx, c, round); err != nil {
+			continue
+		}
+		if v, err := d.Decide(ctx, c); err == nil {
+			pre[e.Reveal] = &decided{entry: e, refs: refs, v: v}
+		}
+	}
+}
+
+// decide evaluates one reveal whose round's checks gave rep. p, when not nil,
+// is its verdict computed beforehand: used when computed from the same entry
+// and references. The verdict of a driver that may run long (not a
+// numberedDriver) is listed in index.json before decide returns (listed);
+// the others are listed together at the end of the batch, as every command
+// lists what it wrote when it finishes (docs/RELIABILITY.md).
+func decide(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batch, reveal ocispec.Descriptor, round protocol.Round, rep protocol.RoundReport, p *decided) (out Outcome, listed bool, err error) {
+	out, err = decideUnlisted(ctx, l, s, b, reveal, round, rep, p)
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	if d, derr := b.Options.Driver(round.Protocol); derr == nil {
+		if _, ok := d.(numberedDriver); ok {
+			return out, false, nil
+		}
+	}
+	return out, true, l.Flush()
+}
+
+func decideUnlisted(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batch, reveal ocispec.Descriptor, round protocol.Round, rep protocol.RoundReport, p *decided) (Outcome, error) {
 	entry, ok := rep.Find(reveal.Digest)
 	if !ok {
 		return Outcome{}, fmt.Errorf("reveal %s was not found among the round's reveals", reveal.Digest)
@@ -258,8 +354,10 @@ func decide(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batch, revea
 	if c.Sequence, err = nextSequence(l); err != nil {
 		return Outcome{}, err
 	}
-	v, err := driver.Decide(ctx, c)
-	if err != nil {
+	var v Verdict
+	if nd, ok := driver.(numberedDriver); ok && p != nil && reflect.DeepEqual(p.entry, entry) && reflect.DeepEqual(p.refs, refs) {
+		v = nd.Numbered(p.v, c.Sequence)
+	} else if v, err = driver.Decide(ctx, c); err != nil {
 		return Outcome{}, err
 	}
 	subject := refs.Submission
@@ -271,6 +369,9 @@ func decide(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batch, revea
 		return Outcome{}, err
 	}
 	out := Outcome{Verdict: v, Artifact: desc, Evidence: []ocispec.Descriptor{}}
+	if _, ok := driver.(numberedDriver); ok {
+		return out, nil // its verdicts name no evidence
+	}
 	art, err := bundle.Load(ctx, l, desc)
 	if err != nil {
 		return Outcome{}, err
@@ -286,5 +387,5 @@ func decide(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batch, revea
 		}
 		out.Evidence = append(out.Evidence, e)
 	}
-	return out, l.Flush()
+	return out, nil
 }

@@ -68,7 +68,25 @@ func (o Options) Driver(name string) (Driver, error) {
 	return nil, fmt.Errorf("protocol %q has no evaluation driver in this feval", name)
 }
 
+// numberedDriver is a Driver whose Decide writes nothing and takes from the
+// case only its store, references and entry, and its sequence number only to
+// record it: EvaluateAll computes its verdicts while the signing key is still
+// being decrypted and numbers each when it is written. Its verdicts name no
+// evidence (Evidence returns nothing).
+type numberedDriver interface {
+	Driver
+	// Numbered returns v, a verdict of this driver's Decide, with the
+	// sequence number n.
+	Numbered(v Verdict, n uint64) Verdict
+}
+
 type rolloutsDriver struct{ p rollouts.Params }
+
+func (rolloutsDriver) Numbered(v Verdict, n uint64) Verdict {
+	rv := v.(rollouts.Verdict)
+	rv.Sequence = n
+	return rv
+}
 
 // Prepare verifies the beacon of an audit (only an accepted reveal is audited)
 // and derives its value.

@@ -477,21 +477,3 @@ func CheckReveal(ctx context.Context, st cas.Store, round, commitment, reveal oc
 	checkReveal(ctx, st, &e, reveal, round.Digest, r, key, loadTask, gateFn, r.Protocol)
 	return e, nil
 }
-
-// LoadTaskFS loads a task artifact's tree into memory.
-func LoadTaskFS(ctx context.Context, st cas.Store, task digest.Digest) (fs.FS, error) {
-	desc, err := st.Resolve(ctx, task.String())
-	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", task, err)
-	}
-	var t Task
-	art, err := LoadAs(ctx, st, desc, KindTask, &t)
-	if err != nil {
-		return nil, err
-	}
-	files, err := bundle.LoadTree(ctx, st, art, bundle.DefaultLimits)
-	if err != nil {
-		return nil, err
-	}
-	return bundle.TreeFS(files), nil
-}

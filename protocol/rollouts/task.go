@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/feval/feval/internal/strictjson"
+	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring/ifeval"
 	"github.com/feval/feval/scoring/mathverify"
 )
@@ -82,6 +83,25 @@ var ErrTask = errors.New("malformed rollouts task")
 // shared with later calls for the same bytes (see cache.go) and must not be
 // modified.
 func LoadTask(fsys fs.FS) (*LoadedTask, error) {
+	// The tree of a task artifact names the artifact it was read from: its
+	// parse is kept by that digest, so the files are neither read nor hashed
+	// again.
+	tree, _ := fsys.(*protocol.TaskTree)
+	if tree != nil && tree.TaskDigest() != "" {
+		if t := tasksByDigest.get(tree.TaskDigest().String()); t != nil {
+			return t, nil
+		}
+	}
+	t, err := parseTask(fsys)
+	if err == nil && tree != nil && tree.TaskDigest() != "" {
+		tasksByDigest.put(tree.TaskDigest().String(), t)
+	}
+	return t, err
+}
+
+// parseTask is LoadTask for a tree not known by digest: its parse is kept by
+// the content of its files.
+func parseTask(fsys fs.FS) (*LoadedTask, error) {
 	b, err := fs.ReadFile(fsys, TaskFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTask, err)
