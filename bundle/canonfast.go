@@ -95,7 +95,7 @@ func (p *fastCanon) value(depth int) bool {
 		if !ok {
 			return false
 		}
-		p.out = appendString(p.out, s)
+		p.out = AppendJSONString(p.out, s)
 		return true
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.integer()
@@ -290,40 +290,10 @@ func (p *fastCanon) object(depth int) bool {
 		if k > 0 {
 			p.out = append(p.out, ',')
 		}
-		p.out = appendString(p.out, m.key)
+		p.out = AppendJSONString(p.out, m.key)
 		p.out = append(p.out, ':')
 		p.out = append(p.out, vals[m.start:m.end]...)
 	}
 	p.out = append(p.out, '}')
 	return true
-}
-
-// appendString is writeString for a byte slice.
-func appendString(out []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	out = append(out, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			out = append(out, '\\', '"')
-		case c == '\\':
-			out = append(out, '\\', '\\')
-		case c == '\b':
-			out = append(out, '\\', 'b')
-		case c == '\f':
-			out = append(out, '\\', 'f')
-		case c == '\n':
-			out = append(out, '\\', 'n')
-		case c == '\r':
-			out = append(out, '\\', 'r')
-		case c == '\t':
-			out = append(out, '\\', 't')
-		case c < 0x20:
-			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		default:
-			out = append(out, c)
-		}
-	}
-	return append(out, '"')
 }

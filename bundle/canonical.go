@@ -267,35 +267,38 @@ func utf16Units(s string) []uint16 {
 	return out
 }
 
-// writeString escapes as RFC 8785 does: only '"', '\\' and control characters;
-// the short escapes where JSON has them, \u00xx (lower-case hex) otherwise.
-func writeString(w *bytes.Buffer, s string) {
+// AppendJSONString appends s as a JSON string escaped as RFC 8785 does: only
+// '"', '\\' and control characters; the short escapes where JSON has them,
+// \u00xx (lower-case hex) otherwise. Canonical records and the meter's
+// canonical requests share it.
+func AppendJSONString(out []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	w.WriteByte('"')
+	out = append(out, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"':
-			w.WriteString(`\"`)
+			out = append(out, '\\', '"')
 		case c == '\\':
-			w.WriteString(`\\`)
+			out = append(out, '\\', '\\')
 		case c == '\b':
-			w.WriteString(`\b`)
+			out = append(out, '\\', 'b')
 		case c == '\f':
-			w.WriteString(`\f`)
+			out = append(out, '\\', 'f')
 		case c == '\n':
-			w.WriteString(`\n`)
+			out = append(out, '\\', 'n')
 		case c == '\r':
-			w.WriteString(`\r`)
+			out = append(out, '\\', 'r')
 		case c == '\t':
-			w.WriteString(`\t`)
+			out = append(out, '\\', 't')
 		case c < 0x20:
-			w.WriteString(`\u00`)
-			w.WriteByte(hex[c>>4])
-			w.WriteByte(hex[c&0xF])
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
 		default:
-			w.WriteByte(c)
+			out = append(out, c)
 		}
 	}
-	w.WriteByte('"')
+	return append(out, '"')
 }
+
+// writeString writes s escaped by AppendJSONString.
+func writeString(w *bytes.Buffer, s string) { w.Write(AppendJSONString(w.AvailableBuffer(), s)) }

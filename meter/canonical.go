@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/feval/feval/bundle"
 )
 
 // maxJSONDepth bounds the nesting of a request body.
@@ -92,7 +94,7 @@ func (s *scanner) value(depth int) error {
 		if err != nil {
 			return err
 		}
-		s.out = appendString(s.out, str)
+		s.out = bundle.AppendJSONString(s.out, str)
 		return nil
 	case c == 't':
 		return s.literal("true")
@@ -205,7 +207,7 @@ func (s *scanner) object(depth int) error {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendString(out, m.key)
+		out = bundle.AppendJSONString(out, m.key)
 		out = append(out, ':')
 		out = append(out, m.val...)
 	}
@@ -359,35 +361,6 @@ func (s *scanner) number() error {
 	}
 	s.out = append(s.out, n...)
 	return nil
-}
-
-func appendString(w []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	w = append(w, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			w = append(w, '\\', '"')
-		case c == '\\':
-			w = append(w, '\\', '\\')
-		case c == '\b':
-			w = append(w, '\\', 'b')
-		case c == '\f':
-			w = append(w, '\\', 'f')
-		case c == '\n':
-			w = append(w, '\\', 'n')
-		case c == '\r':
-			w = append(w, '\\', 'r')
-		case c == '\t':
-			w = append(w, '\\', 't')
-		case c < 0x20:
-			w = append(w, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		default:
-			w = append(w, c)
-		}
-	}
-	return append(w, '"')
 }
 
 // maxExponent bounds the decimal exponent of a number in a request.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/feval/feval/bundle"
 )
 
 // The reference canonicaliser: the first implementation, on encoding/json's
@@ -139,7 +141,7 @@ func FuzzCanonicalMatchesReference(f *testing.F) {
 	})
 }
 
-func writeString(w *bytes.Buffer, s string) { w.Write(appendString(nil, s)) }
+func writeString(w *bytes.Buffer, s string) { w.Write(bundle.AppendJSONString(nil, s)) }
 
 // BenchmarkParseChatRequest is the meter's whole per-request parsing cost.
 func BenchmarkParseChatRequest(b *testing.B) {
