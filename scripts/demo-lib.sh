@@ -41,3 +41,26 @@ YML
   REPO="127.0.0.1:$port/$1"
   echo "registry repository: $REPO"
 }
+
+# open_round PROTOCOL TASKDIR: as the task owner, sign the task in TASKDIR,
+# open a round (commits close 2026-12-01, reveals 2026-12-02) and push it to
+# $REPO; sets TASK and ROUND.
+open_round() {
+  as owner
+  TASK=$(show task create --protocol "$1" --tag task "$2")
+  echo "$TASK"
+  ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
+  echo "$ROUND"
+  show push round "$REPO:round"
+}
+
+# commit_as MINER DIR: MINER fetches the round and commits DIR to it; sets
+# COMMIT_<MINER> to the commitment.
+commit_as() {
+  local c
+  as "$1"
+  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
+  c=$(show commit --round round --to "$REPO" "$2")
+  echo "$c"
+  eval "COMMIT_$1=$c"
+}

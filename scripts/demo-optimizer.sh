@@ -29,21 +29,10 @@ for m in $MINERS; do
 done
 
 step "task owner: sign the task and open a round (commits close 2026-12-01, reveals close 2026-12-02)"
-as owner
-TASK=$(show task create --protocol optimizer --tag task "$WORK/task")
-echo "$TASK"
-ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
-echo "$ROUND"
-show push round "$REPO:round"
+open_round optimizer "$WORK/task"
 
 step "miners: commit (the static gate runs first; only the hash is published)"
-for m in $MINERS; do
-  as "$m"
-  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
-  c=$(show commit --round round --to "$REPO" "$WORK/sub-$m")
-  echo "$c"
-  eval "COMMIT_$m=$c"
-done
+for m in $MINERS; do commit_as "$m" "$WORK/sub-$m"; done
 
 step "validator: observe the round before commits close"
 as validator

@@ -35,21 +35,10 @@ for role in owner $MINERS val1 val2 auditor; do
 done
 
 step "task owner: sign the task (harness, verifier and the hidden tests' tree pinned by digest; the tests stay private) and open a round"
-as owner
-TASK=$(show task create --protocol scenarios --tag task "$WORK/task")
-echo "$TASK"
-ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
-echo "$ROUND"
-show push round "$REPO:round"
+open_round scenarios "$WORK/task"
 
 step "miners: commit packs of three forms (policy.json, policy.py, server); the static gate runs first"
-for m in $MINERS; do
-  as "$m"
-  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
-  c=$(show commit --round round --to "$REPO" "fixtures/policies/${PACK[$m]}/pack")
-  echo "$c"
-  eval "COMMIT_$m=$c"
-done
+for m in $MINERS; do commit_as "$m" "fixtures/policies/${PACK[$m]}/pack"; done
 
 step "validators: observe the round before commits close"
 for v in val1 val2; do

@@ -23,22 +23,11 @@ for role in owner honest inflated validator auditor rogue; do
 done
 
 step "task owner: sign the task and open a round (commits close 2026-12-01, reveals close 2026-12-02)"
-as owner
-TASK=$(show task create --protocol rollouts --tag task "$WORK/fixtures/task")
-echo "$TASK"
-ROUND=$(show round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until 2026-12-02T00:00:00Z --tag round)
-echo "$ROUND"
-show push round "$REPO:round"
+open_round rollouts "$WORK/fixtures/task"
 
 step "miners: commit (one line to publish; the submission and salt stay private)"
-for m in honest inflated; do
-  as "$m"
-  "$BIN/feval" pull --tag round "$REPO:round" >/dev/null
-  dir=$m; [ "$m" = inflated ] && dir=inflated-10
-  c=$(show commit --round round --to "$REPO" "$WORK/fixtures/miners/$dir")
-  echo "$c"
-  eval "COMMIT_$m=$c"
-done
+commit_as honest "$WORK/fixtures/miners/honest"
+commit_as inflated "$WORK/fixtures/miners/inflated-10"
 
 step "validator: observe the round before commits close"
 as validator
