@@ -59,10 +59,10 @@ func parsePlainItem(line []byte) (Item, bool) {
 			it.Answer, ok = p.str()
 		case "instruction_id_list":
 			bit = 16
-			it.InstructionIDs, ok = p.strings()
+			it.InstructionIDs, ok = list(&p, p.str) // strings
 		case "kwargs":
 			bit = 32
-			it.Kwargs, ok = p.kwargs()
+			it.Kwargs, ok = list(&p, p.object) // objects of scalars and lists of scalars
 		default:
 			return it, false
 		}
@@ -202,45 +202,22 @@ func (p *itemParser) escaped(start int) (string, bool) {
 	return "", false
 }
 
-// strings reads a list of strings.
-func (p *itemParser) strings() ([]string, bool) {
+// list reads a JSON array whose elements elem reads (an empty array is a
+// non-nil empty slice).
+func list[T any](p *itemParser, elem func() (T, bool)) ([]T, bool) {
 	if !p.byte('[') {
 		return nil, false
 	}
-	out := []string{}
+	out := []T{}
 	if p.byte(']') {
 		return out, true
 	}
 	for {
-		s, ok := p.str()
+		v, ok := elem()
 		if !ok {
 			return nil, false
 		}
-		out = append(out, s)
-		if p.byte(']') {
-			return out, true
-		}
-		if !p.byte(',') {
-			return nil, false
-		}
-	}
-}
-
-// kwargs reads a list of objects of scalars and lists of scalars.
-func (p *itemParser) kwargs() ([]map[string]any, bool) {
-	if !p.byte('[') {
-		return nil, false
-	}
-	out := []map[string]any{}
-	if p.byte(']') {
-		return out, true
-	}
-	for {
-		m, ok := p.object()
-		if !ok {
-			return nil, false
-		}
-		out = append(out, m)
+		out = append(out, v)
 		if p.byte(']') {
 			return out, true
 		}
