@@ -3,9 +3,6 @@ package consensus
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +10,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/internal/roundtest"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/scoring"
@@ -29,18 +27,7 @@ type keys struct {
 	rogue  *bundle.Signer
 }
 
-func newSigner(t *testing.T) *bundle.Signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSigner(t *testing.T) *bundle.Signer { return roundtest.NewSigner(t) }
 
 func newKeys(t *testing.T, miners, vals int) *keys {
 	k := &keys{owner: newSigner(t), rogue: newSigner(t)}

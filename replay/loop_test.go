@@ -2,8 +2,6 @@ package replay_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	fx "github.com/feval/feval/fixtures/rollouts"
+	"github.com/feval/feval/internal/roundtest"
 	"github.com/feval/feval/internal/testenv"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
@@ -79,17 +78,7 @@ func openRemote(repo string) (*cas.Remote, error) {
 	return cas.OpenRemote(ref, cas.RemoteOptions{})
 }
 
-func signer(t *testing.T) *bundle.Signer {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func signer(t *testing.T) *bundle.Signer { return roundtest.NewSigner(t) }
 
 func layout(t *testing.T, name string) *cas.Layout {
 	l, err := cas.Init(filepath.Join(t.TempDir(), name))

@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/evaluate"
 	fx "github.com/feval/feval/fixtures/rollouts"
+	"github.com/feval/feval/internal/roundtest"
 	"github.com/feval/feval/meter"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
@@ -48,18 +47,7 @@ type demo struct {
 	frontier  *Frontier
 }
 
-func newSigner(t *testing.T) *bundle.Signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSigner(t *testing.T) *bundle.Signer { return roundtest.NewSigner(t) }
 
 func at(t *testing.T, s string) protocol.Observation {
 	t.Helper()

@@ -16,9 +16,6 @@ package scale
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"flag"
@@ -37,6 +34,7 @@ import (
 	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/evaluate"
 	fx "github.com/feval/feval/fixtures/rollouts"
+	"github.com/feval/feval/internal/roundtest"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/scoring"
@@ -305,18 +303,7 @@ func writeSubmissions(t *testing.T, dir string, g *fx.Generated, nMiners int) ([
 	return dirs, cheats
 }
 
-func newSigner(t *testing.T) *bundle.Signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSigner(t *testing.T) *bundle.Signer { return roundtest.NewSigner(t) }
 
 // resetPeak resets the process's peak resident set size (VmHWM), so that
 // peakRSS reports the peak of what follows.
