@@ -76,11 +76,22 @@ func TestExclusionReasons(t *testing.T) {
 		{"undetermined", func(w *world) digest.Digest {
 			return w.verdict(w.keys.vals[0], 1, rollouts.StatusUndetermined, "", 11, nil)
 		}, []string{short(k.vals[0].Public().Fingerprint) + "/undetermined"}},
-		{"invalid status", func(w *world) digest.Digest {
+		{"malformed: a status outside the schema's", func(w *world) digest.Digest {
 			return w.verdict(w.keys.vals[0], 1, "maybe", "", 11, nil)
-		}, []string{short(k.vals[0].Public().Fingerprint) + "/invalid_status"}},
-		{"score above max_score", func(w *world) digest.Digest {
+		}, []string{short(k.vals[0].Public().Fingerprint) + "/malformed"}},
+		{"malformed: a claimed_score above 1", func(w *world) digest.Digest {
 			return w.verdict(w.keys.vals[0], 1, rollouts.StatusPassed, "2", 11, nil)
+		}, []string{short(k.vals[0].Public().Fingerprint) + "/malformed"}},
+		{"score above max_score", func(w *world) digest.Digest {
+			// A rollouts score is at most 1, so the rules say less.
+			rules := scoring.DefaultRules()
+			rules.MaxScore = scoring.NewRatio(7, 10)
+			rd, err := WriteRules(w.ctx, w.st, w.keys.owner, rules, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.rules = rd.Digest
+			return w.verdict(w.keys.vals[0], 1, rollouts.StatusPassed, "4/5", 11, nil)
 		}, []string{short(k.vals[0].Public().Fingerprint) + "/score_out_of_range"}},
 		{"malformed: decimal score", func(w *world) digest.Digest {
 			return w.verdict(w.keys.vals[0], 1, rollouts.StatusPassed, "0.5", 11, nil)
@@ -542,8 +553,7 @@ func TestLeaderboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := w.reveal(k.miners[1], "b-old", earlier, 9)
-	v := rollouts.Verdict{Protocol: "rollouts", Status: rollouts.StatusPassed, Submission: old.submission.Digest, ClaimedScore: "4/5", Traces: []digest.Digest{}, Sequence: 1,
-		Inputs: rollouts.Inputs{Round: earlier.Digest, Reveal: old.reveal.Digest, Miner: k.miners[1].Public().Fingerprint}}
+	v := w.record(old, earlier.Digest, rollouts.StatusPassed, "4/5", 1)
 	oldVerdict := w.write(k.vals[2], v, old.submission)
 
 	out, err := Run(w.ctx, w.st, k.owner, Options{Round: w.round.Digest.String(), Stakes: Input{Ref: w.stakes.String()}, Rules: Input{JSON: []byte(`{"max_score":"1"}`)}})
@@ -598,5 +608,38 @@ func TestLeaderboard(t *testing.T) {
 		if r.Reward != scoring.RewardPending || r.Scored {
 			t.Errorf("row %s: reward %s, scored %v; want pending, unscored", short(r.Miner), r.Reward, r.Scored)
 		}
+	}
+}
+
+// TestSeatHolderRejectedThisRound: under the seat rule, a holder that keeps
+// the seat on its recorded score while its own entry is rejected this round
+// is paid, and its weight entry carries the entry's result score of this
+// round, 0; the seat shows the recorded score (CONSENSUS.md 8.3).
+func TestSeatHolderRejectedThisRound(t *testing.T) {
+	k := newKeys(t, 2, 3)
+	w := newWorld(t, k, []string{"a", "b"}, []uint64{100, 200, 300})
+	rules := scoring.DefaultRules()
+	rules.MaxScore = scoring.NewRatio(1, 1)
+	rules.Weights.Rollouts = scoring.WeightsSeat
+	rd, err := WriteRules(w.ctx, w.st, k.owner, rules, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rules = rd.Digest
+	for i := range 3 {
+		w.verdict(k.vals[i], 0, rollouts.StatusRejected, "", 1, nil)
+		w.verdict(k.vals[i], 1, rollouts.StatusPassed, "1/2", 1, nil)
+	}
+	rec := w.compute(&Incumbent{Submission: w.miners[0].submission.Digest, Score: scoring.NewRatio(3, 5)})
+	if rec.Seat.Outcome != scoring.SeatKept || rec.Seat.Holder != w.miners[0].submission.Digest || rec.Seat.HolderScore.String() != "3/5" {
+		t.Fatalf("seat %+v, want kept by miner 0's submission at 3/5", rec.Seat)
+	}
+	if r := result(t, rec, w.miners[0].reveal.Digest); r.Status != scoring.StatusRejected {
+		t.Fatalf("miner 0's entry %s, want rejected", r.Status)
+	}
+	want := `{"burn_units":0,"miners":[{"miner":"` + k.miners[0].Public().Fingerprint + `","reveal":"` + w.miners[0].reveal.Digest.String() +
+		`","score":"0","submission":"` + w.miners[0].submission.Digest.String() + `","units":65535,"weight":"1"}]}`
+	if got := encodeAny(t, rec.Weights); got != want {
+		t.Errorf("weights %s, want %s", got, want)
 	}
 }

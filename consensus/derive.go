@@ -3,7 +3,6 @@ package consensus
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -12,8 +11,6 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
-	"github.com/feval/feval/protocol/rollouts"
-	"github.com/feval/feval/protocol/scenarios"
 	"github.com/feval/feval/scoring"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -238,42 +235,6 @@ func validSigners(ctx context.Context, st cas.Store, target ocispec.Descriptor, 
 	return slices.Compact(out), nil
 }
 
-// readVerdict reads a verdict record strictly by its protocol and returns its
-// shared fields and its score: a rollouts verdict's claimed_score, a scenarios
-// verdict's score (the exact sum over its scenarios); unverified reports a
-// rollouts audit whose beacon was not verified.
-func readVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor) (head protocol.VerdictHead, score string, unverified bool, err error) {
-	art, err := bundle.Load(ctx, st, desc)
-	if err != nil {
-		return protocol.VerdictHead{}, "", false, err
-	}
-	if art.Kind != protocol.KindVerdict {
-		return protocol.VerdictHead{}, "", false, fmt.Errorf("%s is a %s: %w", desc.Digest, art.Kind, protocol.ErrMalformed)
-	}
-	var probe struct {
-		Protocol string `json:"protocol"`
-	}
-	if err := json.Unmarshal(art.Record, &probe); err != nil {
-		return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
-	}
-	switch probe.Protocol {
-	case "rollouts":
-		var v rollouts.Verdict
-		if err := art.Decode(&v); err != nil {
-			return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
-		}
-		return v.Head(), v.ClaimedScore, v.Audit != nil && !v.Audit.Beacon.Verified, nil
-	case "scenarios":
-		var v scenarios.Verdict
-		if err := art.Decode(&v); err != nil {
-			return protocol.VerdictHead{}, "", false, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
-		}
-		return v.Head(), v.Score, false, nil
-	}
-	head, err = protocol.ParseVerdictHead(art.Record)
-	return head, "", false, err
-}
-
 // verdictMeta is what a verdict says it is about.
 type verdictMeta struct {
 	reveal, submission digest.Digest
@@ -289,34 +250,17 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 	if err != nil {
 		return nil, verdictMeta{}, err
 	}
-	base := scoring.Vote{Verdict: c.desc.Digest, Submission: c.desc.Digest}
-	var meta verdictMeta
-	head, score, unverified, err := readVerdict(ctx, st, c.desc)
-	switch {
-	case err != nil && hardError(err):
+	r, err := readVerdict(ctx, st, c.desc, round.rec.Protocol)
+	if err != nil {
 		return nil, verdictMeta{}, fmt.Errorf("verdict %s: %w", c.desc.Digest, err)
-	case err == nil && head.Protocol != round.rec.Protocol:
-		// A verdict of another protocol is malformed here, and reports the
-		// reveal and submission its record names (CONSENSUS.md 8.2).
-		meta = verdictMeta{reveal: head.Inputs.Reveal, submission: head.Submission}
-		base.Exclude = ReasonMalformed
-	case err != nil:
-		base.Exclude = ReasonMalformed
-	default:
-		v := head
-		meta = verdictMeta{reveal: v.Inputs.Reveal, submission: v.Submission, unverifiedBeacon: unverified}
-		base.Sequence, base.Status = v.Sequence, scoring.Status(v.Status)
-		// The vote's key is its entry; a verdict about another round, reveal or
-		// submission keeps a key no entry has, and scoring excludes it as stale.
-		if e, ok := entries[v.Inputs.Reveal]; ok && v.Inputs.Round == round.desc.Digest && v.Submission == e.submission {
+	}
+	base, meta := r.vote()
+	base.Verdict, base.Submission = c.desc.Digest, c.desc.Digest
+	// The vote's key is its entry; a verdict about another round, reveal or
+	// submission keeps a key no entry has, and scoring excludes it as stale.
+	if h := r.head; base.Exclude == "" {
+		if e, ok := entries[h.Inputs.Reveal]; ok && h.Inputs.Round == round.desc.Digest && h.Submission == e.submission {
 			base.Submission = e.reveal
-		}
-		if base.Status == scoring.StatusPassed {
-			s, err := scoring.ParseRatio(score)
-			if err != nil {
-				base.Exclude = ReasonMalformed
-			}
-			base.Score = s
 		}
 	}
 	switch {

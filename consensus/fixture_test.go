@@ -58,6 +58,9 @@ type minerEntry struct {
 	key        *bundle.Signer
 	reveal     ocispec.Descriptor
 	submission ocispec.Descriptor
+	// commitment is the commitment artifact, value its record's commitment.
+	commitment digest.Digest
+	value      string
 }
 
 // newWorld opens a round in a fresh store; every miner i commits and reveals
@@ -131,7 +134,7 @@ func (w *world) reveal(key *bundle.Signer, content string, round ocispec.Descrip
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return minerEntry{key: key, reveal: rv.Reveal, submission: c.Submission}
+	return minerEntry{key: key, reveal: rv.Reveal, submission: c.Submission, commitment: c.Artifact.Digest, value: c.Commitment}
 }
 
 // verdict writes a verdict by s (unsigned when s is nil) on miner m's entry;
@@ -139,19 +142,38 @@ func (w *world) reveal(key *bundle.Signer, content string, round ocispec.Descrip
 func (w *world) verdict(s *bundle.Signer, m int, status, score string, seq uint64, edit func(*rollouts.Verdict)) digest.Digest {
 	w.t.Helper()
 	e := w.miners[m]
-	v := rollouts.Verdict{
-		Protocol:     "rollouts",
-		Status:       status,
-		Submission:   e.submission.Digest,
-		Inputs:       rollouts.Inputs{Task: w.task.Digest, Round: w.round.Digest, Reveal: e.reveal.Digest, Miner: e.key.Public().Fingerprint},
-		ClaimedScore: score,
-		Traces:       []digest.Digest{},
-		Sequence:     seq,
-	}
+	v := w.record(e, w.round.Digest, status, score, seq)
 	if edit != nil {
 		edit(&v)
 	}
 	return w.write(s, v, e.submission)
+}
+
+// record is a well-formed rollouts verdict record on entry e of round.
+func (w *world) record(e minerEntry, round digest.Digest, status, score string, seq uint64) rollouts.Verdict {
+	v := rollouts.Verdict{
+		Protocol:   "rollouts",
+		Status:     status,
+		Submission: e.submission.Digest,
+		Inputs: rollouts.Inputs{Task: w.task.Digest, Round: round, Commitment: e.commitment, CommitmentValue: e.value,
+			Reveal: e.reveal.Digest, Miner: e.key.Public().Fingerprint},
+		RevealCheck: rollouts.RevealCheck{Status: protocol.StatusAccepted,
+			CommitSeen: protocol.Seen{Time: "2026-11-30T12:00:00Z"}, RevealSeen: protocol.Seen{Time: "2026-12-01T12:00:00Z"}},
+		Checkers:     rollouts.Checkers{Math: "mathverify/2", IF: "ifeval/2"},
+		Rows:         1,
+		ClaimedScore: score,
+		Traces:       []digest.Digest{},
+		Sequence:     seq,
+	}
+	switch status {
+	case protocol.VerdictRejected:
+		v.Reason = rollouts.ReasonRewardMismatch
+	case protocol.VerdictUndetermined:
+		v.Reason = rollouts.ReasonUndeterminedRows
+	case protocol.VerdictInfraError:
+		v.Reason = rollouts.ReasonChecker
+	}
+	return v
 }
 
 func (w *world) write(s *bundle.Signer, record any, subject ocispec.Descriptor) digest.Digest {

@@ -139,7 +139,8 @@ func newDemo(t *testing.T) *demo {
 	}
 
 	// A fourth validator signs a rejection of the inflating miner whose
-	// strings are hostile.
+	// free-text strings (the beacon's source, an audited task id) are
+	// hostile; the rest is strict, so the verdict counts (CONSENSUS.md 8.2).
 	art, _, err := evaluate.LoadVerdict(ctx, l, mustResolve(t, l, d.rejected))
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func newDemo(t *testing.T) *demo {
 		t.Fatal(err)
 	}
 	h, audit := rej, *rej.Audit
-	h.Reason, h.Sequence, h.Audit = hostile, 99, &audit
+	h.Sequence, h.Audit = 99, &audit
 	audit.Beacon.Source = hostile
 	audit.Rows = append([]rollouts.AuditRow{{TaskID: hostile, Claimed: "1", Recomputed: "0", Outcome: "mismatch"}}, audit.Rows...)
 	subject := mustResolve(t, l, rej.Submission)

@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -127,5 +128,58 @@ func TestSecondVerifierRewardRules(t *testing.T) {
 	var n, fails int
 	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "checked %d reward vectors, %d failures", &n, &fails); err != nil || n < 100 || fails != 0 {
 		t.Fatalf("second verifier on the reward vectors: %s", out)
+	}
+}
+
+// readingVectors are consensus's reading vectors (CONSENSUS.md 8.2, 9).
+var readingVectors = filepath.Join("..", "..", "scoring", "testdata", "consensus_reading_vectors.json")
+
+// TestSecondVerifierReadsVerdicts: the second verifier, reading verdicts by
+// CONSENSUS.md 8.2 and the schemas alone, reaches every reading vector's
+// outcome, and fails a copy of the vectors whose expectations are wrong.
+func TestSecondVerifierReadsVerdicts(t *testing.T) {
+	requirePython(t)
+	run := func(path string) (string, error) {
+		out, err := exec.Command(python, pyVerifier, "--reading-vectors", path, schemaDir).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(readingVectors)
+	var n, fails int
+	if _, serr := fmt.Sscanf(strings.TrimSpace(out), "checked %d reading vectors, %d failures", &n, &fails); err != nil || serr != nil || n < 30 || fails != 0 {
+		t.Fatalf("second verifier on the reading vectors: %v\n%s", err, out)
+	}
+
+	b, err := os.ReadFile(readingVectors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []map[string]any
+	if err := json.Unmarshal(b, &vs); err != nil {
+		t.Fatal(err)
+	}
+	flipped := 0
+	for _, v := range vs {
+		e := v["expect"].(map[string]any)
+		switch {
+		case e["exclude"] == "malformed" && e["reveal"] != "":
+			e["reveal"] = "" // as if the record could not be read at all
+		case e["exclude"] == "":
+			e["exclude"], e["status"], e["score"] = "malformed", "", "0"
+		default:
+			continue
+		}
+		flipped++
+	}
+	wrong, err := json.Marshal(vs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "wrong.json")
+	if err := os.WriteFile(p, wrong, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(p)
+	if err == nil || strings.Count(out, "FAIL ") != flipped {
+		t.Fatalf("second verifier on %d wrong expectations: %v\n%s", flipped, err, out)
 	}
 }

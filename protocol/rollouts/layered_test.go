@@ -2,6 +2,7 @@ package rollouts_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -107,12 +108,23 @@ func TestLayeredRowsCheckedAgainstIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each response gains a space in front and loses its last byte.
+	// Each response gains a space in front and loses its last byte, and a
+	// claim of 1 becomes 0 in the row (not in the index).
 	lines := bytes.SplitAfter(bytes.TrimSuffix(rows, []byte("\n")), []byte("\n"))
+	claims := map[string]string{} // the index's claim of each task id
 	for i, l := range lines {
+		var r struct {
+			TaskID string `json:"task_id"`
+			Reward string `json:"reward_claimed"`
+		}
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatal(err)
+		}
+		claims[r.TaskID] = r.Reward
 		j := bytes.Index(l, []byte(`","reward_claimed"`))
 		k := bytes.Index(l, []byte(`"response":"`)) + len(`"response":"`)
 		lines[i] = bytes.Join([][]byte{l[:k], []byte(" "), l[k : j-1], l[j:]}, nil)
+		lines[i] = bytes.Replace(lines[i], []byte(`"reward_claimed":"1"`), []byte(`"reward_claimed":"0"`), 1)
 	}
 	tampered := append(bytes.Join(lines, nil), '\n')
 	if len(tampered) != len(rows) || bytes.Equal(tampered, rows) {
@@ -124,10 +136,19 @@ func TestLayeredRowsCheckedAgainstIndex(t *testing.T) {
 		if got.Status != rollouts.StatusRejected || got.Reason != rollouts.ReasonRewardMismatch {
 			t.Fatalf("full %v: status %s (%s), want rejected", full, got.Status, got.Reason)
 		}
+		ones := 0
 		for _, r := range got.Audit.Rows {
-			if r.Outcome != rollouts.OutcomeMalformed || r.Claimed == "" {
-				t.Fatalf("full %v: row %+v: want malformed", full, r)
+			// A malformed row's claimed is its index entry's claim, never
+			// what the row says (PROTOCOL.md §6, format 3).
+			if r.Outcome != rollouts.OutcomeMalformed || r.Claimed != claims[r.TaskID] || r.Recomputed != "" {
+				t.Fatalf("full %v: row %+v: want malformed, claimed %q", full, r, claims[r.TaskID])
 			}
+			if r.Claimed == "1" {
+				ones++
+			}
+		}
+		if ones == 0 {
+			t.Fatalf("full %v: no audited row claims 1, so the test shows nothing", full)
 		}
 	}
 }

@@ -324,3 +324,15 @@ func TestInstructionZeroValue(t *testing.T) {
 		t.Fatal("zero Instruction follows")
 	}
 }
+
+// TestJSONNestingLimit: detectable_format:json_format takes arrays and
+// objects nested up to 10,000 deep and no deeper (REWARDS.md §3.3).
+func TestJSONNestingLimit(t *testing.T) {
+	for depth, want := range map[int]bool{10_000: true, 10_001: false} {
+		v := strings.Repeat(`[{"a":`, depth/2) + strings.Repeat("[", depth%2) + "1" + strings.Repeat("]", depth%2) + strings.Repeat("}]", depth/2)
+		got, err := Check("detectable_format:json_format", map[string]any{}, "", v, Strict)
+		if err != nil || got != want {
+			t.Errorf("nested %d deep: follows %v (%v), want %v", depth, got, err, want)
+		}
+	}
+}

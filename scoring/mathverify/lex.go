@@ -277,24 +277,28 @@ func (lx *lexer) number() {
 	lx.emit(tNum, b.String())
 }
 
-func isUnitWord(w string) bool {
-	switch strings.ToLower(w) {
-	case "unit", "units", "cm", "m", "km", "mm", "nm", "in", "inch", "inches", "ft", "foot", "feet",
-		"yd", "yard", "yards", "mi", "mile", "miles", "meter", "meters", "metre", "metres",
-		"centimeter", "centimeters", "centimetre", "centimetres", "millimeter", "millimeters",
-		"kilometer", "kilometers", "kilometre", "kilometres", "g", "gram", "grams", "kg",
-		"kilogram", "kilograms", "mg", "lb", "lbs", "pound", "pounds", "oz", "ounce", "ounces",
-		"l", "liter", "liters", "litre", "litres", "ml", "s", "sec", "secs", "second", "seconds",
-		"min", "mins", "minute", "minutes", "h", "hr", "hrs", "hour", "hours", "day", "days",
-		"week", "weeks", "month", "months", "year", "years", "dollar", "dollars", "cent", "cents",
-		"mph", "kph", "usd", "eur", "euro", "euros", "gbp", "sq", "square", "cubic", "way", "ways", "people", "students", "items",
-		"times", "points", "cups", "tiles", "coins", "marbles", "balls", "handshakes", "squares",
-		"triangles", "rectangles", "numbers", "integers", "outcomes", "arrangements",
-		"committees", "games", "steps", "moves", "pairs", "digits", "boxes":
-		return true
+// unitWords are the unit words of mathverify/2 (REWARDS.md §2.3 lists them,
+// and a test holds the list to this set), matched in any letter case.
+var unitWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`unit units cm m km mm nm in inch inches ft foot feet
+		yd yard yards mi mile miles meter meters metre metres
+		centimeter centimeters centimetre centimetres millimeter millimeters
+		kilometer kilometers kilometre kilometres g gram grams kg
+		kilogram kilograms mg lb lbs pound pounds oz ounce ounces
+		l liter liters litre litres ml s sec secs second seconds
+		min mins minute minutes h hr hrs hour hours day days
+		week weeks month months year years dollar dollars cent cents
+		mph kph usd eur euro euros gbp sq square cubic way ways people students items
+		times points cups tiles coins marbles balls handshakes squares
+		triangles rectangles numbers integers outcomes arrangements
+		committees games steps moves pairs digits boxes`) {
+		unitWords[w] = true
 	}
-	return false
 }
+
+func isUnitWord(w string) bool { return unitWords[strings.ToLower(w)] }
 
 func isFuncName(w string) bool {
 	switch w {

@@ -15,8 +15,12 @@ five IFEval types. A vector that needs anything else (a BLS check of a drand
 signature, another math form or instruction type, the gate's exact findings)
 is reported as out of scope with the reason, never guessed.
 
+It also reads verdicts as consensus does (CONSENSUS.md §8.2, "Reading a
+verdict", with the schemas of docs/schemas) over the reading vectors.
+
 Usage: fevalverify.py CONFORMANCE_DIR
        fevalverify.py --reward-vectors SCORING_TESTDATA
+       fevalverify.py --reading-vectors VECTORS_FILE SCHEMA_DIR
 Prints one line per vector: "PASS name: outcome", "FAIL name: got X, header
 expects Y" or "SKIP name: reason". Exits 1 if any vector fails.
 """
@@ -722,9 +726,13 @@ def follows_more(iid, kw, r):
             v = v.removeprefix(pre)
         v = v.removesuffix("```").strip()
         try:
-            json.loads(v, parse_constant=_no_constant)
+            # numbers of any length (REWARDS.md §3.4): kept as text, so
+            # Python's 4,300-digit limit on int() does not apply
+            json.loads(v, parse_constant=_no_constant, parse_int=str)
         except ValueError:
             return False
+        except RecursionError:  # §3.3 allows 10,000 levels; Python cannot read them
+            raise OutOfScope("JSON nested deeper than Python's recursion limit")
         return True
     if iid == "detectable_format:title":
         for line in r.split("\n"):
@@ -1149,6 +1157,159 @@ def check_reward_vectors(testdata):
     return checked, failures
 
 
+# ---- reading a verdict for consensus (CONSENSUS.md §8.2) ----
+
+class Schemas:
+    """The subset of JSON Schema docs/schemas use (FORMAT.md §7.6)."""
+
+    def __init__(self, root):
+        self.files = {}
+        for name in os.listdir(root):
+            if name.endswith(".json"):
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    self.files[name] = json.load(f)
+
+    def validate(self, name, v):
+        return self._check(name, self.files[name], v)
+
+    def _resolve(self, file, ref):
+        f, _, frag = ref.partition("#")
+        f = f or file
+        node = self.files[f]
+        for p in frag.strip("/").split("/"):
+            if p:
+                node = node[p]
+        return f, node
+
+    def _check(self, file, sch, v):
+        if "$ref" in sch:
+            f, target = self._resolve(file, sch["$ref"])
+            if not self._check(f, target, v):
+                return False
+        if "const" in sch and not _same(sch["const"], v):
+            return False
+        if "enum" in sch and not any(_same(x, v) for x in sch["enum"]):
+            return False
+        t = sch.get("type")
+        if t is not None and not _of_type(t, v):
+            return False
+        if isinstance(v, str):
+            if "pattern" in sch and not re.search(sch["pattern"], v):
+                return False
+            if len(v) < sch.get("minLength", 0):
+                return False
+        if isinstance(v, int) and not isinstance(v, bool):
+            if "minimum" in sch and v < sch["minimum"]:
+                return False
+            if "maximum" in sch and v > sch["maximum"]:
+                return False
+        if isinstance(v, list):
+            if len(v) < sch.get("minItems", 0) or len(v) > sch.get("maxItems", len(v)):
+                return False
+            if "items" in sch and not all(self._check(file, sch["items"], x) for x in v):
+                return False
+        if isinstance(v, dict):
+            if any(r not in v for r in sch.get("required", [])):
+                return False
+            props = sch.get("properties", {})
+            for k, x in v.items():
+                if k not in props:
+                    if sch.get("additionalProperties") is False:
+                        return False
+                    continue
+                if not self._check(file, props[k], x):
+                    return False
+        return True
+
+
+def _of_type(t, v):
+    if t == "integer":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == "boolean":
+        return isinstance(v, bool)
+    return isinstance(v, {"object": dict, "array": list, "string": str}[t])
+
+
+def _same(a, b):
+    return type(a) == type(b) and a == b
+
+
+def _ints_fit(v, path=""):
+    """Every integer member fits a signed 64-bit integer; sequence is unsigned."""
+    if isinstance(v, dict):
+        return all(_ints_fit(x, k if not path else path + "." + k) for k, x in v.items())
+    if isinstance(v, list):
+        return all(_ints_fit(x, path) for x in v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        if path == "sequence":
+            return 0 <= v < 1 << 64
+        return -(1 << 63) <= v < 1 << 63
+    return True
+
+
+def parse_rational(s):
+    """A canonical rational (CONSENSUS.md §1): reduced, no sign on zero."""
+    m = re.fullmatch(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?", s)
+    if not m or (m.group(3) is not None and (int(m.group(3)) < 2 or m.group(2) == "0")) or (m.group(1) and m.group(2) == "0"):
+        return None
+    q = Fraction(s)
+    return q if fmt(q) == s.lstrip("-") or (s.startswith("-") and fmt(-q) == s[1:]) else None
+
+
+def read_for_consensus(record, round_protocol, schemas):
+    """Returns (exclude, status, score, sequence, reveal, submission)."""
+    unreadable = ("malformed", "", "0", 0, "", "")
+    try:
+        v = json.loads(record.encode("utf-8"), parse_float=_no_float, object_pairs_hook=_no_dupes)
+    except ValueError:
+        return unreadable
+    if canonical(v) != record.encode("utf-8"):
+        return unreadable
+    if not isinstance(v, dict) or not schemas.validate("verdict-head.schema.json", v) or not (0 <= v["sequence"] < 1 << 64):
+        return unreadable
+    named = (v["sequence"], v["inputs"]["reveal"], v["submission"])
+    malformed = ("malformed", "", "0") + named
+    if v["protocol"] != round_protocol:
+        return malformed
+    if not schemas.validate("verdict-%s.schema.json" % round_protocol, v) or not _ints_fit(v):
+        return malformed
+    score = None
+    if round_protocol == "rollouts":
+        if "claimed_score" in v:
+            score = parse_reward(v["claimed_score"])
+            if score is None:
+                return malformed
+        for row in v.get("audit", {}).get("rows", []):
+            if parse_reward(row["claimed"]) is None or ("recomputed" in row and parse_reward(row["recomputed"]) is None):
+                return malformed
+    elif round_protocol == "scenarios":
+        if any(sc["passed"] > sc["total"] for sc in v["scenarios"]):
+            return malformed
+        if "score" in v:
+            score = parse_rational(v["score"])
+            if score is None or score < 0 or score > v["max_score"]:
+                return malformed
+    if v["status"] != "passed":
+        return ("", v["status"], "0") + named
+    if score is None:  # a passed verdict without a score (an optimizer verdict)
+        return malformed
+    return ("", "passed", fmt(score)) + named
+
+
+def check_reading_vectors(path, schema_dir):
+    schemas = Schemas(schema_dir)
+    with open(path, encoding="utf-8") as f:
+        vectors = json.load(f)
+    failures = []
+    for vec in vectors:
+        e = vec["expect"]
+        want = (e["exclude"], e["status"], e["score"], e["sequence"], e["reveal"], e["submission"])
+        got = read_for_consensus(vec["record"], vec["round_protocol"], schemas)
+        if got != want:
+            failures.append("%s: read as %r, vector says %r" % (vec["name"], got, want))
+    return len(vectors), failures
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--reward-vectors":
         checked, failures = check_reward_vectors(argv[2])
@@ -1156,8 +1317,16 @@ def main(argv):
             print("FAIL " + f)
         print("checked %d reward vectors, %d failures" % (checked, len(failures)))
         return 1 if failures or checked == 0 else 0
+    if len(argv) == 4 and argv[1] == "--reading-vectors":
+        checked, failures = check_reading_vectors(argv[2], argv[3])
+        for f in failures:
+            print("FAIL " + f)
+        print("checked %d reading vectors, %d failures" % (checked, len(failures)))
+        return 1 if failures or checked == 0 else 0
     if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-5], file=sys.stderr)
+        usage = __doc__.strip().splitlines()
+        at = next(i for i, line in enumerate(usage) if line.startswith("Usage:"))
+        print("\n".join(usage[at:at + 3]), file=sys.stderr)
         return 2
     conf = argv[1]
     failed = 0
