@@ -124,6 +124,13 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 	return a, nil
 }
 
+// verifierGraceMillis is the wall time the verifier's sandbox gets beyond
+// the task's verifier wall_millis. verify.py stops workspace code at three
+// quarters of wall_millis; the grace is for pytest's own start and report,
+// which a loaded machine can slow by seconds, so that load alone never turns
+// a scenario into infra_error (PROTOCOL.md §6c, Verifier sandbox).
+const verifierGraceMillis = 30_000
+
 // verify runs the hidden tests of sc on the workspace ws (a host directory,
 // mounted read-only) in a fresh sandbox and returns the JUnit report. A
 // verifier that cannot run, crashes or times out is an *InfraError.
@@ -142,7 +149,7 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 			{Source: filepath.Join(taskDir, ScenarioDir, sc.Name, "hidden"), Target: testsMount},
 		},
 		OutputDir: out,
-		Limits: sandbox.Limits{WallMillis: spec.Verifier.WallMillis, CPUMillis: spec.Verifier.WallMillis,
+		Limits: sandbox.Limits{WallMillis: spec.Verifier.WallMillis + verifierGraceMillis, CPUMillis: spec.Verifier.WallMillis,
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 4 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
 	})
 	if ctx.Err() != nil {
