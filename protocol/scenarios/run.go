@@ -51,9 +51,21 @@ type AgentRun struct {
 var env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
 
 // runAgent runs the harness of scenario sc in a fresh sandbox whose only route
-// out is a Unix socket served by h; the final workspace is left in
-// out/workspace.
+// out is a Unix socket: its model requests go to h, its tool calls to a
+// toolRunner, each in a sandbox of its own on the workspace kept in
+// out/workspace, which holds the final workspace when the harness ends.
 func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h http.Handler, out string) (AgentRun, error) {
+	dir := filepath.Join(taskDir, ScenarioDir, sc.Name)
+	ws, hout := filepath.Join(out, "workspace"), filepath.Join(out, "harness")
+	if err := os.CopyFS(ws, os.DirFS(filepath.Join(dir, "workspace"))); err != nil {
+		return AgentRun{}, fmt.Errorf("scenario %s: copying the workspace: %w", sc.Name, err)
+	}
+	if err := readable(ws); err != nil {
+		return AgentRun{}, err
+	}
+	if err := os.Mkdir(hout, 0o755); err != nil {
+		return AgentRun{}, err
+	}
 	sockDir, err := os.MkdirTemp("", "feval-sock-")
 	if err != nil {
 		return AgentRun{}, err
@@ -67,26 +79,27 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 	if err != nil {
 		return AgentRun{}, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	harness := filepath.Join(taskDir, filepath.FromSlash(HarnessFile))
+	tools := &toolRunner{ctx: ctx, harness: harness, ws: ws}
+	srv := &http.Server{Handler: toolMux(h, tools), ReadHeaderTimeout: 30 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 
 	cfg, _ := json.Marshal(map[string]any{"max_turns": spec.Harness.MaxTurns, "max_tokens": spec.Harness.MaxTokens,
 		"wall_millis": spec.Harness.WallMillis, "model": "policy"})
-	dir := filepath.Join(taskDir, ScenarioDir, sc.Name)
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{Python, "-I", "-B", path.Join(harnessMount, path.Base(HarnessFile))},
 		Env:  append(append([]string{}, env...), "FEVAL_HARNESS="+string(cfg)),
 		Inputs: []sandbox.Mount{
-			{Source: filepath.Join(taskDir, filepath.FromSlash(HarnessFile)), Target: harnessMount + "/" + path.Base(HarnessFile)},
+			{Source: harness, Target: harnessMount + "/" + path.Base(HarnessFile)},
 			{Source: filepath.Join(dir, "instruction.md"), Target: scenarioMount + "/instruction.md"},
-			{Source: filepath.Join(dir, "workspace"), Target: scenarioMount + "/workspace"},
 		},
-		OutputDir: out,
+		OutputDir: hout,
 		Socket:    sock,
-		Limits: sandbox.Limits{WallMillis: spec.Harness.WallMillis + 15_000, CPUMillis: spec.Harness.WallMillis + 15_000,
-			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 16 << 20, OutputFiles: 1024, TmpBytes: 16 << 20},
+		Limits: sandbox.Limits{WallMillis: spec.Harness.WallMillis + harnessGraceMillis, CPUMillis: spec.Harness.WallMillis + harnessGraceMillis,
+			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 1 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
 	})
+	srv.Close() // no tool call runs after the harness ended
 	if ctx.Err() != nil {
 		return AgentRun{}, ctx.Err()
 	}
@@ -105,7 +118,11 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 		a.Infra = "the harness outlived its time bound"
 		return a, nil
 	}
-	b, rerr := readBounded(filepath.Join(out, "harness.json"), 4096)
+	if f := tools.failed(); f != "" {
+		a.Infra = f
+		return a, nil
+	}
+	b, rerr := readBounded(filepath.Join(hout, "harness.json"), 4096)
 	if rerr != nil || json.Unmarshal(b, &a) != nil || a.Stop == "" {
 		a = AgentRun{Stop: StopCrashed, Detail: fmt.Sprintf("exit %d", res.ExitCode)}
 		if bytes.Contains(res.Stderr, []byte("No module named")) || res.ExitCode == 127 {
@@ -123,6 +140,13 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 	}
 	return a, nil
 }
+
+// harnessGraceMillis is the wall time the harness's sandbox gets beyond the
+// task's harness wall_millis: the harness stops itself at wall_millis, but
+// its last tool call may take up to toolMaxSeconds and the 20 s the harness
+// waits beyond a call's seconds for its answer (TOOL_GRACE in harness.py),
+// and it then writes its record.
+const harnessGraceMillis = toolMaxSeconds*1000 + 20_000 + 15_000
 
 // verifierGraceMillis is the wall time the verifier's sandbox gets beyond
 // the task's verifier wall_millis. verify.py stops workspace code at three

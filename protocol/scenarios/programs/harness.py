@@ -1,12 +1,17 @@
 """feval reference agent harness (scenarios protocol, docs/PROTOCOL.md).
 
 Runs inside the scenario sandbox on Debian's python3, standard library only.
-It copies the read-only workspace to /out/workspace, sends the instruction to
-the OpenAI-compatible endpoint on the Unix socket /run/feval.sock (the pack's
-policy sidecar), executes the tool calls it gets back (shell, read_file,
-write_file, finish) inside the workspace, and stops at finish, at an answer
-without tool calls, at a model error, or when its turn or time budget is spent.
-It writes /out/harness.json: the turns taken and why it stopped.
+It sends the instruction to the OpenAI-compatible endpoint on the Unix socket
+/run/feval.sock (the pack's policy sidecar), has the tool calls it gets back
+(shell, read_file, write_file) run, and stops at finish, at an answer without
+tool calls, at a model error, or when its turn or time budget is spent. It
+writes /out/harness.json: the turns taken and why it stopped.
+
+The harness never runs a tool itself: each tool call is one request on the
+same socket (POST /feval/tool), which the validator serves by running the
+call in a sandbox of its own (this same program, started with --tool), on a
+copy of the workspace that the validator keeps, within bounds of its own. So no command can signal, stop, trace or hold the pipes of
+the harness, and the harness's turn and time bounds hold whatever it does.
 
 Everything the harness sends depends only on the workspace, the instruction,
 the answers and the tools' output, so a replayed run sends the same requests.
@@ -15,14 +20,23 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 SOCKET = "/run/feval.sock"
 IN = "/in/scenario"
+# In a tool call's sandbox (--tool): the workspace as the validator keeps it
+# (read-only), the copy a call that may change it works on, and the call.
+WS_IN = "/in/workspace"
 WS = "/out/workspace"
+TOOL_REQUEST = "/in/tool/request.json"
+# How long the harness waits for a tool call's answer beyond the call's own
+# bound: the validator's sandbox start and the workspace's copies.
+TOOL_GRACE = 20.0
 MAX_OUTPUT = 8192
 MAX_FILE = 65536
 MAX_ANSWER = 4 << 20
@@ -54,10 +68,10 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-def complete(body, timeout):
+def post(path, body, timeout):
     c = UnixConnection(SOCKET, timeout)
     try:
-        c.request("POST", "/v1/chat/completions", body=json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
+        c.request("POST", path, body=json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
         data = r.read(MAX_ANSWER + 1)
@@ -82,21 +96,48 @@ def clip(text, limit):
     return text
 
 
-def run_tool(name, args, deadline):
+def tool(name, args, deadline):
+    """Has the validator run one tool call; returns its result text."""
+    left = max(1.0, min(30.0, deadline - time.monotonic()))
+    try:
+        status, data = post("/feval/tool", {"name": name, "arguments": args, "seconds": left}, left + TOOL_GRACE)
+        result = json.loads(data)["result"]
+    except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
+        return "error: the tool call got no answer"
+    if status != 200 or not isinstance(result, str):
+        return "error: the tool call got no answer"
+    return result
+
+
+def run_tool(name, args, seconds):
+    """One tool call, in the tool call's sandbox; the command's bound is
+    seconds of wall time."""
     if not isinstance(args, dict):
         return "error: arguments must be a JSON object"
     if name == "shell":
         cmd = args.get("command")
         if not isinstance(cmd, str):
             return "error: command must be a string"
-        left = max(1.0, min(30.0, deadline - time.monotonic()))
-        try:
-            p = subprocess.run(["/bin/sh", "-c", cmd], cwd=WS, capture_output=True, timeout=left, stdin=subprocess.DEVNULL,
-                               env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
-        except subprocess.TimeoutExpired:
-            return "error: the command timed out"
-        out = (p.stdout + p.stderr).decode("utf-8", "replace")
-        return "exit %d\n%s" % (p.returncode, clip(out, MAX_OUTPUT))
+        # Files, not pipes, in the call's bounded /tmp: what the command leaves
+        # running cannot hold them.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.Popen(["/bin/sh", "-c", cmd], cwd=WS, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 start_new_session=True,
+                                 env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
+            try:
+                p.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                return "error: the command timed out"
+            finally:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                p.wait()
+            out.seek(0)
+            err.seek(0)
+            text = (out.read() + err.read()).decode("utf-8", "replace")
+        return "exit %d\n%s" % (p.returncode, clip(text, MAX_OUTPUT))
     if name == "read_file":
         p = inside(args.get("path"))
         if p is None:
@@ -123,17 +164,30 @@ def run_tool(name, args, deadline):
     return "error: unknown tool %r" % name
 
 
+def tool_main():
+    """The program of a tool call's sandbox: one call on a copy of the
+    workspace in /out/workspace (read_file reads the validator's copy), its
+    result as one JSON object on stdout."""
+    global WS
+    with open(TOOL_REQUEST, encoding="utf-8") as f:
+        request = json.load(f)
+    name, args = request.get("name"), request.get("arguments")
+    if name == "read_file":
+        WS = WS_IN
+    elif name in ("shell", "write_file"):
+        shutil.copytree(WS_IN, WS, symlinks=False)
+    result = run_tool(name, args, float(request.get("seconds", 1.0)))
+    sys.stdout.write(json.dumps({"result": result}))
+    sys.stdout.flush()
+    return 0
+
+
 def main():
     cfg = json.loads(os.environ.get("FEVAL_HARNESS", "{}"))
     max_turns = int(cfg.get("max_turns", 16))
     deadline = time.monotonic() + int(cfg.get("wall_millis", 120000)) / 1000.0
     model = cfg.get("model", "policy")
     max_tokens = int(cfg.get("max_tokens", 4096))
-    src = os.path.join(IN, "workspace")
-    if os.path.isdir(src):
-        shutil.copytree(src, WS, symlinks=False)
-    else:
-        os.makedirs(WS)
     with open(os.path.join(IN, "instruction.md"), encoding="utf-8") as f:
         instruction = f.read()
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": instruction}]
@@ -144,7 +198,7 @@ def main():
             break
         turns += 1
         try:
-            status, data = complete({"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens},
+            status, data = post("/v1/chat/completions", {"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens},
                                     max(1.0, deadline - time.monotonic()))
         except (OSError, http.client.HTTPException) as e:
             stop, detail = "endpoint_error", type(e).__name__
@@ -177,7 +231,7 @@ def main():
                 finished = True
                 result = "ok"
             else:
-                result = run_tool(name, args, deadline)
+                result = tool(name, args, deadline)
             messages.append({"role": "tool", "tool_call_id": cid, "content": result})
         if finished:
             stop = "finish"
@@ -188,4 +242,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tool_main() if sys.argv[1:] == ["--tool"] else main())
