@@ -155,27 +155,48 @@ const harnessGraceMillis = toolMaxSeconds*1000 + 20_000 + 15_000
 // a scenario into infra_error (PROTOCOL.md §6c, Verifier sandbox).
 const verifierGraceMillis = 30_000
 
-// verify runs the hidden tests of sc on the workspace ws (a host directory,
-// mounted read-only) in a fresh sandbox and returns the JUnit report. A
-// verifier that cannot run, crashes or times out is an *InfraError.
+// verify runs the hidden tests of sc on the workspace ws (a host directory)
+// and returns the JUnit report. Two sandboxes take part: the verifier (pytest
+// with the tests, no workspace) and, for each of its workspace calls, a
+// sandbox of the workspace broker (the workspace, no tests); the verifier
+// reaches the broker only over its socket. A verifier or broker that cannot
+// run, a verifier that crashes or times out, or no report is an *InfraError.
 func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws string) ([]byte, error) {
 	out, err := os.MkdirTemp("", "feval-verify-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(out)
+	sockDir, err := os.MkdirTemp("", "feval-sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(sockDir)
+	if err := os.Chmod(sockDir, 0o755); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(sockDir, "broker.sock")
+	ln, err := meter.ListenUnix(sock, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	broker := &workspaceBroker{ctx: ctx, ws: ws}
+	srv := &http.Server{Handler: broker, ReadHeaderTimeout: 30 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{Python, "-I", "-B", path.Join(verifierMount, path.Base(VerifierFile))},
 		Env:  append(slices.Clip(env), fmt.Sprintf("FEVAL_VERIFIER_WALL_MILLIS=%d", spec.Verifier.WallMillis)),
 		Inputs: []sandbox.Mount{
 			{Source: filepath.Join(taskDir, filepath.FromSlash(VerifierFile)), Target: verifierMount + "/" + path.Base(VerifierFile)},
-			{Source: ws, Target: workspaceMount},
 			{Source: filepath.Join(taskDir, ScenarioDir, sc.Name, "hidden"), Target: testsMount},
 		},
 		OutputDir: out,
+		Socket:    sock,
 		Limits: sandbox.Limits{WallMillis: spec.Verifier.WallMillis + verifierGraceMillis, CPUMillis: spec.Verifier.WallMillis,
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 4 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
 	})
+	srv.Close() // no workspace call runs after the verifier ended
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -184,6 +205,8 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 		return nil, &InfraError{"the verifier sandbox could not run: " + sandboxDetail(err)}
 	case res.Unsandboxed:
 		return nil, &InfraError{"the verifier ran without the sandbox"}
+	case broker.failed() != "":
+		return nil, &InfraError{broker.failed()}
 	case res.Class == sandbox.ClassTimeout:
 		return nil, &InfraError{"the verifier timed out"}
 	case res.Class != sandbox.ClassOK:

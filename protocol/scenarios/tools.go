@@ -27,11 +27,9 @@ const (
 	maxToolResult   = 1 << 20
 )
 
-// Where a tool call's sandbox finds the workspace and its request.
-const (
-	toolWorkspaceMount = sandbox.InputRoot + "/workspace"
-	toolRequestMount   = sandbox.InputRoot + "/tool"
-)
+// Where a tool call's sandbox finds its request (the workspace is at
+// workspaceMount).
+const toolRequestMount = sandbox.InputRoot + "/tool"
 
 // toolPath is the path on the harness's socket at which it asks for a tool
 // call; every other path goes to the pack's policy.
@@ -118,7 +116,7 @@ func (t *toolRunner) call(req toolRequest) string {
 		Env:  env,
 		Inputs: []sandbox.Mount{
 			{Source: t.harness, Target: harnessMount + "/" + path.Base(HarnessFile)},
-			{Source: t.ws, Target: toolWorkspaceMount},
+			{Source: t.ws, Target: workspaceMount},
 			{Source: in, Target: toolRequestMount},
 		},
 		OutputDir: out,

@@ -1,33 +1,40 @@
 """feval scenario verifier (docs/PROTOCOL.md §6c): runs the hidden tests in
-/in/tests against the read-only final workspace /in/workspace with Debian's
-pytest and writes a JUnit XML report to /out/junit.xml.
+/in/tests against the final workspace with Debian's pytest and writes a JUnit
+XML report to /out/junit.xml.
 
-The pytest process never runs workspace code. The workspace is not on its
-module path; the hidden tests reach the workspace only through the `ws`
-fixture this program provides, which runs workspace code in a child process
-(/usr/bin/python3 with the workspace first on its module path, cwd the
-workspace) and reads its answer as JSON from a private descriptor, bounded
-in size and time. A child that crashes, hangs or answers nonsense fails the
-test that asked it, and nothing else.
+No workspace code runs in this sandbox. The workspace is not mounted here and
+not on the module path; the hidden tests reach it only through the `ws`
+fixture this program provides, which asks the validator, over the Unix socket
+/run/feval.sock, to run workspace code in a sandbox of its own (the workspace
+broker): /usr/bin/python3 with the read-only workspace as its working
+directory and first on its module path, without the tests, this program's
+output directory or any process of this sandbox in view. Its answer comes
+back on the socket, bounded in size and time. A child that crashes, hangs or
+answers nonsense fails the test that asked it, and nothing else.
 
 Plugin autoloading is off, so no plugin the validator's machine happens to
 have installed takes part in the result.
 """
+import base64
+import http.client
+import io
 import json
 import os
-import resource
-import signal
-import subprocess
+import socket
 import sys
-import tempfile
+import tarfile
 import time
 
 os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 import pytest  # noqa: E402
 
-WORKSPACE = "/in/workspace"
+WORKSPACE = "/in/workspace"  # in the broker's sandbox
 PYTHON = "/usr/bin/python3"
+SOCKET = "/run/feval.sock"
+# How long to wait for the broker's answer beyond the call's own bound: its
+# sandbox's start and end.
+BROKER_GRACE = 20.0
 CALL_SECONDS = 10  # one child's wall and CPU time
 # Children may run until three quarters of the verifier's wall time
 # (FEVAL_VERIFIER_WALL_MILLIS, from the task) have passed since this program
@@ -36,7 +43,10 @@ CALL_SECONDS = 10  # one child's wall and CPU time
 BUDGET_SECONDS = int(os.environ.get("FEVAL_VERIFIER_WALL_MILLIS", "60000")) * 3 / 4000
 DEADLINE = time.monotonic() + BUDGET_SECONDS
 MAX_ANSWER = 1 << 20  # bytes read from a child's stdout (and stderr)
-MAX_FILE = 8 << 20  # largest file a child may write
+# pytest's temporary directory (tmp_path): its files are copied to the
+# child's sandbox, at the same paths, for each call, at most MAX_FILES bytes.
+BASETEMP = "/tmp/feval-pytest"
+MAX_FILES = 8 << 20
 
 # The child: its own stdout (fd 1) becomes stderr, so whatever workspace code
 # prints cannot mix with the answer, which goes to a duplicate of the
@@ -90,46 +100,62 @@ class WorkspaceRaised(Exception):
         self.message = message
 
 
-def _limits():
-    """Lowers the child's limits (never above the verifier's own)."""
-    for which, value in ((resource.RLIMIT_FSIZE, MAX_FILE), (resource.RLIMIT_CPU, CALL_SECONDS),
-                         (resource.RLIMIT_CORE, 0)):
-        _, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.setrlimit(which, (value, value))
+def _files():
+    """A tar of the regular files and directories under BASETEMP, names
+    relative to it, or b"" when there is none."""
+    if not os.path.isdir(BASETEMP):
+        return b""
+    buf, total = io.BytesIO(), 0
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for root, dirs, files in os.walk(BASETEMP):
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                p = os.path.join(root, name)
+                if os.path.islink(p) or not (os.path.isdir(p) or os.path.isfile(p)):
+                    continue
+                total += os.path.getsize(p) if os.path.isfile(p) else 0
+                if total > MAX_FILES:
+                    raise WorkspaceFailure("the test's temporary files exceed %d bytes" % MAX_FILES)
+                t.add(p, arcname=os.path.relpath(p, BASETEMP), recursive=False)
+    return buf.getvalue()
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
 
 
 def _child(args, stdin):
-    """Runs args in the workspace; returns (exit code, stdout, stderr) bytes,
-    each cut at MAX_ANSWER + 1 bytes. The child's whole process group is
-    killed when it returns or times out."""
+    """Has the broker run args in the workspace; returns (exit code, stdout,
+    stderr) bytes, each cut at MAX_ANSWER + 1 bytes."""
     timeout = min(CALL_SECONDS, DEADLINE - time.monotonic())
     if timeout <= 0:
         raise WorkspaceFailure("the workspace children used up the verifier's %g s" % BUDGET_SECONDS)
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(args, cwd=WORKSPACE, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                             start_new_session=True, preexec_fn=_limits, close_fds=True)
-        timed_out = False
-        try:
-            p.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        except OSError:
-            pass  # the child closed its stdin early
-        finally:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            p.wait()
-        if timed_out:
-            raise WorkspaceFailure("workspace child exceeded %g s: %r" % (timeout, args))
-        out.seek(0)
-        err.seek(0)
-        return p.returncode, out.read(MAX_ANSWER + 1), err.read(MAX_ANSWER + 1)
+    request = {"args": args, "stdin": base64.b64encode(stdin or b"").decode(), "seconds": timeout,
+               "env": dict(os.environ), "files": base64.b64encode(_files()).decode()}
+    c = _UnixConnection(SOCKET, timeout + BROKER_GRACE)
+    try:
+        c.request("POST", "/feval/ws", body=json.dumps(request).encode(), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read(4 * MAX_ANSWER + 4096)
+        if r.status != 200:
+            raise RuntimeError("the workspace broker answered HTTP %d" % r.status)
+        answer = json.loads(data)
+    finally:
+        c.close()
+    if answer.get("timed_out"):
+        raise WorkspaceFailure("workspace child exceeded %g s: %r" % (timeout, args[:3]))
+    if answer.get("stopped"):
+        raise WorkspaceFailure("workspace child stopped: %s" % answer["stopped"])
+    return (int(answer["exit_code"]), base64.b64decode(answer.get("stdout") or "")[:MAX_ANSWER + 1],
+            base64.b64decode(answer.get("stderr") or "")[:MAX_ANSWER + 1])
 
 
 class Workspace:
@@ -192,6 +218,6 @@ class Fixtures:
 if __name__ == "__main__":
     os.environ["WORKSPACE"] = WORKSPACE
     os.chdir("/tmp")
-    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/in/tests", "-o", "junit_family=xunit2",
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/in/tests", "--basetemp=" + BASETEMP, "-o", "junit_family=xunit2",
                         "--junitxml=/out/junit.xml", "/in/tests"], plugins=[Fixtures()])
     sys.exit(0 if code in (0, 1, 2, 5) else int(code))
