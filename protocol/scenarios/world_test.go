@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/feval/feval/internal/roundtest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -21,7 +22,32 @@ import (
 
 func TestMain(m *testing.M) {
 	sandbox.InitIfChild()
-	os.Exit(m.Run())
+	os.Exit(run(m))
+}
+
+// run runs the tests with the sandbox init program built as make build
+// builds it, as an installed feval finds it beside itself: every sandbox of
+// these tests (a scenario has dozens) then starts a small static program
+// instead of this (race-instrumented) test binary.
+func run(m *testing.M) int {
+	if os.Getenv(sandbox.InitEnv) == "" {
+		dir, err := os.MkdirTemp("", "feval-init-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, sandbox.InitProgram)
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "feval_sandbox_init", "-o", out, "./cmd/feval-sandbox-init")
+		cmd.Dir = filepath.Join("..", "..")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building the sandbox init: %v\n%s", err, b)
+			return 1
+		}
+		os.Setenv(sandbox.InitEnv, out)
+	}
+	return m.Run()
 }
 
 func needPytest(t testing.TB) {
