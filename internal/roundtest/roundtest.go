@@ -11,11 +11,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/docs/schemas"
+	"github.com/feval/feval/internal/jsonschema"
 	"github.com/feval/feval/protocol"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -86,4 +89,28 @@ func Submit(t testing.TB, ctx context.Context, validator *cas.Layout, round ocis
 		}
 	}
 	return rv.Reveal
+}
+
+var verdictSchemas = sync.OnceValues(func() (*jsonschema.Set, error) { return jsonschema.Load(schemas.FS) })
+
+// MatchesSchema fails t unless record, encoded as feval writes it, matches
+// the schema of docs/schemas named schema: what evaluate writes must be what
+// consensus reads (CONSENSUS.md 8.2).
+func MatchesSchema(t testing.TB, schema string, record any) {
+	t.Helper()
+	set, err := verdictSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Canonical(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := jsonschema.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Validate(schema, val); err != nil {
+		t.Errorf("%s: %v", schema, err)
+	}
 }

@@ -10,10 +10,8 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
-	"github.com/feval/feval/docs/schemas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/fixtures/optask"
-	"github.com/feval/feval/internal/jsonschema"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/optimizer"
 	"github.com/feval/feval/sandbox"
@@ -105,29 +103,8 @@ func (w *world) evaluate(reveal ocispec.Descriptor, opts evaluate.Options) (opti
 	if !ok {
 		t.Fatalf("an optimizer round gave a %T", out.Verdict)
 	}
-	matchesSchema(t, v)
+	roundtest.MatchesSchema(t, "verdict-optimizer.schema.json", v)
 	return v, out.Artifact
-}
-
-// matchesSchema: every verdict evaluate writes matches the schema consensus
-// reads it by (docs/schemas/verdict-optimizer.schema.json).
-func matchesSchema(t *testing.T, v optimizer.Verdict) {
-	t.Helper()
-	set, err := jsonschema.Load(schemas.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bundle.Canonical(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := jsonschema.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := set.Validate("verdict-optimizer.schema.json", val); err != nil {
-		t.Errorf("%s verdict (%s): %v", v.Status, v.Reason, err)
-	}
 }
 
 func loss(r optimizer.Run) int64 {

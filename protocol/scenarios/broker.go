@@ -169,15 +169,11 @@ func (b *workspaceBroker) call(req brokerRequest) (brokerAnswer, bool) {
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 8 << 20, OutputFiles: 16, TmpBytes: 8 << 20,
 			StdoutBytes: maxBrokerStream, StderrBytes: maxBrokerStream},
 	})
-	switch {
-	case b.ctx.Err() != nil:
+	if b.ctx.Err() != nil {
 		return brokerAnswer{}, false
-	case err != nil:
-		return fail("a workspace call's sandbox could not run: " + sandboxDetail(err))
-	case res.Unsandboxed:
-		return fail("a workspace call ran without the sandbox")
-	case res.Class == sandbox.ClassInfraError:
-		return fail("a workspace call's sandbox failed")
+	}
+	if f := callInfra("a workspace call", res, err); f != "" {
+		return fail(f)
 	}
 	ans := brokerAnswer{ExitCode: res.ExitCode, Stdout: append([]byte{}, res.Stdout...), Stderr: append([]byte{}, res.Stderr...)}
 	switch res.Class {

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/feval/feval/meter"
@@ -66,24 +68,13 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 	if err := os.Mkdir(hout, 0o755); err != nil {
 		return AgentRun{}, err
 	}
-	sockDir, err := os.MkdirTemp("", "feval-sock-")
-	if err != nil {
-		return AgentRun{}, err
-	}
-	defer os.RemoveAll(sockDir)
-	if err := os.Chmod(sockDir, 0o755); err != nil {
-		return AgentRun{}, err
-	}
-	sock := filepath.Join(sockDir, "policy.sock")
-	ln, err := meter.ListenUnix(sock, 0o666)
-	if err != nil {
-		return AgentRun{}, err
-	}
 	harness := filepath.Join(taskDir, filepath.FromSlash(HarnessFile))
 	tools := &toolRunner{ctx: ctx, harness: harness, ws: ws}
-	srv := &http.Server{Handler: toolMux(h, tools), ReadHeaderTimeout: 30 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
+	sock, stop, err := serveSocket(toolMux(h, tools))
+	if err != nil {
+		return AgentRun{}, err
+	}
+	defer stop()
 
 	cfg, _ := json.Marshal(map[string]any{"max_turns": spec.Harness.MaxTurns, "max_tokens": spec.Harness.MaxTokens,
 		"wall_millis": spec.Harness.WallMillis, "model": "policy"})
@@ -99,7 +90,7 @@ func runAgent(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, h
 		Limits: sandbox.Limits{WallMillis: spec.Harness.WallMillis + harnessGraceMillis, CPUMillis: spec.Harness.WallMillis + harnessGraceMillis,
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 1 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
 	})
-	srv.Close() // no tool call runs after the harness ended
+	stop() // no tool call runs after the harness ended
 	if ctx.Err() != nil {
 		return AgentRun{}, ctx.Err()
 	}
@@ -167,23 +158,12 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 		return nil, err
 	}
 	defer os.RemoveAll(out)
-	sockDir, err := os.MkdirTemp("", "feval-sock-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(sockDir)
-	if err := os.Chmod(sockDir, 0o755); err != nil {
-		return nil, err
-	}
-	sock := filepath.Join(sockDir, "broker.sock")
-	ln, err := meter.ListenUnix(sock, 0o666)
-	if err != nil {
-		return nil, err
-	}
 	broker := &workspaceBroker{ctx: ctx, ws: ws}
-	srv := &http.Server{Handler: broker, ReadHeaderTimeout: 30 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
+	sock, stop, err := serveSocket(broker)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{Python, "-I", "-B", path.Join(verifierMount, path.Base(VerifierFile))},
 		Env:  append(slices.Clip(env), fmt.Sprintf("FEVAL_VERIFIER_WALL_MILLIS=%d", spec.Verifier.WallMillis)),
@@ -196,7 +176,7 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 		Limits: sandbox.Limits{WallMillis: spec.Verifier.WallMillis + verifierGraceMillis, CPUMillis: spec.Verifier.WallMillis,
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 4 << 20, OutputFiles: 16, TmpBytes: 16 << 20},
 	})
-	srv.Close() // no workspace call runs after the verifier ended
+	stop() // no workspace call runs after the verifier ended
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -217,6 +197,43 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 		return nil, &InfraError{"the verifier wrote no report"}
 	}
 	return b, nil
+}
+
+// serveSocket serves h on a Unix socket in a fresh directory, for a
+// sandbox's Spec.Socket; stop closes the server and removes the directory
+// (calling it again does nothing).
+func serveSocket(h http.Handler) (sock string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "feval-sock-")
+	if err != nil {
+		return "", nil, err
+	}
+	sock = filepath.Join(dir, "feval.sock")
+	var ln net.Listener
+	if err = os.Chmod(dir, 0o755); err == nil {
+		ln, err = meter.ListenUnix(sock, 0o666)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	go srv.Serve(ln)
+	var once sync.Once
+	return sock, func() { once.Do(func() { srv.Close(); os.RemoveAll(dir) }) }, nil
+}
+
+// callInfra says why a tool or workspace call's sandbox (what names the call)
+// failed for a reason that is the validator's machine's, or "" when it ran.
+func callInfra(what string, res sandbox.Result, err error) string {
+	switch {
+	case err != nil:
+		return what + "'s sandbox could not run: " + sandboxDetail(err)
+	case res.Unsandboxed:
+		return what + " ran without the sandbox"
+	case res.Class == sandbox.ClassInfraError:
+		return what + "'s sandbox failed"
+	}
+	return ""
 }
 
 // InfraError is a failure of the validator's machinery, not of the pack: the

@@ -11,12 +11,10 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/consensus"
-	"github.com/feval/feval/docs/schemas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/fixtures/upstream"
-	"github.com/feval/feval/internal/jsonschema"
+	"github.com/feval/feval/internal/roundtest"
 
 	"github.com/feval/feval/fixtures/scenariotask"
 	"github.com/feval/feval/protocol"
@@ -34,7 +32,7 @@ func TestGoodAndPoorPolicies(t *testing.T) {
 	strong, strongOut := w.evaluate(w.submit(pack(t, "kimi-k2-instruct")))
 	weak, _ := w.evaluate(w.submit(pack(t, "llama-4-maverick-17b-128e-instruct")))
 	for _, v := range []scenarios.Verdict{strong, weak} {
-		matchesSchema(t, v)
+		roundtest.MatchesSchema(t, "verdict-scenarios.schema.json", v)
 		if v.Status != protocol.VerdictPassed || len(v.Scenarios) != 4 || v.MaxScore != 4 {
 			t.Fatalf("verdict %s %s with %d scenarios: %+v", v.Status, v.Detail, len(v.Scenarios), v.Scenarios)
 		}
@@ -115,7 +113,7 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := out.Verdict.(scenarios.Verdict)
-	matchesSchema(t, v)
+	roundtest.MatchesSchema(t, "verdict-scenarios.schema.json", v)
 	if v.Status != protocol.VerdictInfraError || v.Score != "" {
 		t.Fatalf("verdict %s score %q, want infra_error without a score", v.Status, v.Score)
 	}
@@ -139,7 +137,7 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	// anything runs.
 	calls := w.up.Calls()
 	off, _ := w.evaluate(w.submit(pack(t, "gpt-4o")))
-	matchesSchema(t, off)
+	roundtest.MatchesSchema(t, "verdict-scenarios.schema.json", off)
 	if off.Status != protocol.VerdictRejected || off.Reason != protocol.ReasonGateFailed || len(off.Scenarios) != 0 || w.up.Calls() != calls {
 		t.Fatalf("off-allowlist pack: %s %s with %d scenarios", off.Status, off.Reason, len(off.Scenarios))
 	}
@@ -165,26 +163,5 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no divergence naming scenario, request and field: %+v", res.Diffs)
-	}
-}
-
-// matchesSchema: a verdict evaluate writes matches the schema consensus reads
-// it by (docs/schemas/verdict-scenarios.schema.json).
-func matchesSchema(t *testing.T, v scenarios.Verdict) {
-	t.Helper()
-	set, err := jsonschema.Load(schemas.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bundle.Canonical(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := jsonschema.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := set.Validate("verdict-scenarios.schema.json", val); err != nil {
-		t.Errorf("%s verdict: %v", v.Status, err)
 	}
 }

@@ -124,15 +124,13 @@ func (t *toolRunner) call(req toolRequest) string {
 			MemoryBytes: 512 << 20, Processes: 64, OutputBytes: 16 << 20, OutputFiles: 1024, TmpBytes: 16 << 20,
 			StdoutBytes: maxToolResult, StderrBytes: 64 << 10},
 	})
-	switch {
-	case t.ctx.Err() != nil:
+	if t.ctx.Err() != nil {
 		return "error: the scenario ended"
-	case err != nil:
-		return fail("a tool call's sandbox could not run: " + sandboxDetail(err))
-	case res.Unsandboxed:
-		return fail("a tool call ran without the sandbox")
-	case res.Class == sandbox.ClassInfraError:
-		return fail("a tool call's sandbox failed")
+	}
+	if f := callInfra("a tool call", res, err); f != "" {
+		return fail(f)
+	}
+	switch {
 	case res.Class == sandbox.ClassTimeout:
 		return "error: the command timed out"
 	case res.Class == sandbox.ClassViolation:
