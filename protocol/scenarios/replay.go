@@ -214,7 +214,7 @@ func verifyOnly(ctx context.Context, c Case, e *evaluation, rv Verdict, rec *rec
 				os.RemoveAll(dir)
 				return Verdict{}, nil, fmt.Errorf("scenario %s: unpacking the recorded workspace: %w", rs.Name, err)
 			}
-			o.run.Report, o.run.Infra = verifyReport(ctx, e, sc, ws)
+			o.run.Report, o.run.Infra, o.run.Control = verify(ctx, e.spec, e.taskDir, sc, ws)
 			os.RemoveAll(dir)
 		}
 		outs[i] = o

@@ -143,22 +143,59 @@ const harnessGraceMillis = toolMaxSeconds*1000 + 20_000 + 15_000
 // the task's verifier wall_millis. verify.py stops workspace code at three
 // quarters of wall_millis; the grace is for pytest's own start and report,
 // which a loaded machine can slow by seconds, so that load alone never turns
-// a scenario into infra_error (PROTOCOL.md §6c, Verifier sandbox).
-const verifierGraceMillis = 30_000
+// a scenario into infra_error (PROTOCOL.md §6c, Verifier sandbox). A
+// variable only so that a test of verifier failures need not wait for it.
+var verifierGraceMillis int64 = 30_000
 
-// verify runs the hidden tests of sc on the workspace ws (a host directory)
-// and returns the JUnit report. Two sandboxes take part: the verifier (pytest
-// with the tests, no workspace) and, for each of its workspace calls, a
-// sandbox of the workspace broker (the workspace, no tests); the verifier
-// reaches the broker only over its socket. A verifier or broker that cannot
-// run, a verifier that crashes or times out, or no report is an *InfraError.
-func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws string) ([]byte, error) {
+// verify runs the task's verifier on the final workspace ws of scenario sc
+// and returns its report of the declared tests. Two sandboxes take part: the
+// verifier (pytest with the tests, no workspace) and, for each of its
+// workspace calls, a sandbox of the workspace broker (the workspace, no
+// tests); the verifier reaches the broker only over its socket.
+//
+// A verifier that crashes, times out or writes no readable report is run once
+// more, as a control run, with every workspace call failing at once: if that
+// run reports, the failure came with the workspace's answers, so it is the
+// pack's and every test counts as failed (control says so); if not, or if a
+// sandbox cannot run, the scenario is infra_error (infra says why).
+func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws string) (r *Report, infra, control string) {
+	r, err := runVerifier(ctx, spec, taskDir, sc, &workspaceBroker{ctx: ctx, ws: ws})
+	var vf *verifierFailure
+	if !errors.As(err, &vf) {
+		if err != nil {
+			return nil, err.Error(), ""
+		}
+		return r, "", ""
+	}
+	if _, err := runVerifier(ctx, spec, taskDir, sc, controlBroker{}); err != nil {
+		return nil, vf.Detail + ", and so did the control run without workspace code", ""
+	}
+	failed := allFailed(sc.Tests)
+	return &failed, "", vf.Detail + " with the workspace's answers and reported without them (control run): every test counts as failed"
+}
+
+// verifierBroker answers a verifier's workspace calls.
+type verifierBroker interface {
+	http.Handler
+	// failed says why the validator's machine failed a call ("" if it did not).
+	failed() string
+}
+
+// verifierFailure is a verifier run that crashed, timed out or wrote no
+// readable report: whose doing it was, the control run decides.
+type verifierFailure struct{ Detail string }
+
+func (e *verifierFailure) Error() string { return e.Detail }
+
+// runVerifier runs the verifier once, its workspace calls answered by broker.
+// The error is an *InfraError when a sandbox could not run, a
+// *verifierFailure when the verifier failed, or the context's.
+func runVerifier(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, broker verifierBroker) (*Report, error) {
 	out, err := os.MkdirTemp("", "feval-verify-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(out)
-	broker := &workspaceBroker{ctx: ctx, ws: ws}
 	sock, stop, err := serveSocket(broker)
 	if err != nil {
 		return nil, err
@@ -188,15 +225,19 @@ func verify(ctx context.Context, spec Spec, taskDir string, sc ScenarioSpec, ws 
 	case broker.failed() != "":
 		return nil, &InfraError{broker.failed()}
 	case res.Class == sandbox.ClassTimeout:
-		return nil, &InfraError{"the verifier timed out"}
+		return nil, &verifierFailure{"the verifier timed out"}
 	case res.Class != sandbox.ClassOK:
-		return nil, &InfraError{fmt.Sprintf("the verifier crashed (%s, exit %d)", res.Class, res.ExitCode)}
+		return nil, &verifierFailure{fmt.Sprintf("the verifier crashed (%s, exit %d)", res.Class, res.ExitCode)}
 	}
 	b, err := readBounded(filepath.Join(out, "junit.xml"), maxReportBytes)
 	if err != nil {
-		return nil, &InfraError{"the verifier wrote no report"}
+		return nil, &verifierFailure{"the verifier wrote no report"}
 	}
-	return b, nil
+	r, err := ParseJUnit(b, sc.Tests)
+	if err != nil {
+		return nil, &verifierFailure{"the verifier's report is unreadable"}
+	}
+	return &r, nil
 }
 
 // serveSocket serves h on a Unix socket in a fresh directory, for a

@@ -131,7 +131,10 @@ type RunScenario struct {
 	// Workspace is the digest of the final workspace's tar ("" if none).
 	Workspace digest.Digest `json:"workspace,omitempty"`
 	Report    *Report       `json:"report,omitempty"`
-	Infra     string        `json:"infra,omitempty"`
+	// Control says why every test counts as failed: the verifier failed with
+	// the workspace's answers and reported without them (a control run).
+	Control string `json:"control,omitempty"`
+	Infra   string `json:"infra,omitempty"`
 }
 
 // Params are the validator's choices for one evaluation.
@@ -390,22 +393,8 @@ func runScenario(ctx context.Context, e *evaluation, m *meter.Meter, pol Policy,
 	}
 	o.workspace = tar.Bytes()
 	o.run.Workspace = digest.FromBytes(o.workspace)
-	o.run.Report, o.run.Infra = verifyReport(ctx, e, sc, ws)
+	o.run.Report, o.run.Infra, o.run.Control = verify(ctx, e.spec, e.taskDir, sc, ws)
 	return o, nil
-}
-
-// verifyReport runs the verifier and reads its report; a failure is the
-// scenario's infra detail.
-func verifyReport(ctx context.Context, e *evaluation, sc ScenarioSpec, ws string) (*Report, string) {
-	doc, err := verify(ctx, e.spec, e.taskDir, sc, ws)
-	if err != nil {
-		return nil, err.Error()
-	}
-	r, err := ParseJUnit(doc, sc.Tests)
-	if err != nil {
-		return nil, "the verifier's report is unreadable"
-	}
-	return &r, ""
 }
 
 func writeRun(ctx context.Context, c Case, outs []outcome) (ocispec.Descriptor, error) {
@@ -449,7 +438,7 @@ func settle(v *Verdict, spec Spec, outs []outcome, receipts []meter.Receipt) {
 		case o.run.Infra != "":
 			r.Status, r.Detail = ScenarioInfraError, o.run.Infra
 		case o.run.Report != nil:
-			r.Passed = o.run.Report.Summary.Passed
+			r.Passed, r.Detail = o.run.Report.Summary.Passed, o.run.Control
 		}
 		if r.Status == ScenarioScored {
 			score.Add(score, big.NewRat(int64(r.Passed), int64(r.Total)))

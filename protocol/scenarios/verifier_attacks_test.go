@@ -65,6 +65,12 @@ def c_to_f(c):
 def f_to_c(f):
     return -1
 `,
+	// Answers every call with an exception whose message is as long as an
+	// answer may be, so that the failures' text outgrows the report's bound.
+	"report-flooder": `import json, os
+os.write(3, json.dumps({"raised": ["ValueError", "Exception"], "message": "x" * 1000000}).encode())
+os._exit(0)
+`,
 	// Puts a directory where pytest writes its report.
 	"report-blocker": `import os
 for p in ("/out/junit.xml", "/tmp/junit.xml"):
@@ -82,8 +88,9 @@ def f_to_c(f):
 // TestWorkspaceCodeCannotReachTheVerifier: workspace code runs in the
 // workspace broker's sandboxes, apart from the verifier (PROTOCOL.md §6c), so
 // an oracle that reads the hidden tests, a report forger that outlives its
-// call, a verifier killer and a report-path blocker each score what a pack
-// that does nothing scores, and none makes the scenario infra_error. Each is
+// call, a verifier killer, a report-path blocker and a report flooder each
+// score what a pack that does nothing scores, and none makes the scenario
+// infra_error or needs the control run. Each is
 // a pack committed, revealed and evaluated, whose model writes the attack.
 func TestWorkspaceCodeCannotReachTheVerifier(t *testing.T) {
 	w := newWorld(t, scenariotask.Config{Scenarios: []string{"09-temperature"}, VerifierWallMillis: 20_000})
@@ -114,6 +121,9 @@ func TestWorkspaceCodeCannotReachTheVerifier(t *testing.T) {
 		s := evaluate(name, module)
 		if s.Status != scenarios.ScenarioScored || s.Passed > nothing.Passed {
 			t.Errorf("%s: %s, %d of %d passed (%s); doing nothing passes %d", name, s.Status, s.Passed, s.Total, s.Detail, nothing.Passed)
+		}
+		if s.Detail != "" { // the verifier reported on its own: no control run was needed
+			t.Errorf("%s: %s", name, s.Detail)
 		}
 	}
 }

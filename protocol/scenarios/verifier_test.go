@@ -3,7 +3,6 @@ package scenarios_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,15 +38,11 @@ func verifierTask(t *testing.T) (string, scenarios.Spec) {
 
 func runVerifier(t *testing.T, dir string, spec scenarios.Spec, sc scenarios.ScenarioSpec, ws string) scenarios.Report {
 	t.Helper()
-	doc, err := scenarios.RunVerifier(context.Background(), spec, dir, sc, ws)
-	if err != nil {
-		t.Fatalf("%s: %v", sc.Name, err)
+	r, infra, control := scenarios.RunVerifier(context.Background(), spec, dir, sc, ws)
+	if r == nil || control != "" {
+		t.Fatalf("%s: no report of its own (%s%s)", sc.Name, infra, control)
 	}
-	r, err := scenarios.ParseJUnit(doc, sc.Tests)
-	if err != nil {
-		t.Fatalf("%s: %v", sc.Name, err)
-	}
-	return r
+	return *r
 }
 
 // TestReferenceSolutions runs the verifier on every scenario twice: on the
@@ -146,15 +141,17 @@ func TestHostileWorkspace(t *testing.T) {
 }
 
 // TestVerifierFailuresAreInfraError: when the verifier itself fails (it
-// crashes, runs past its wall time, or writes no report), the result is an
-// *InfraError, which makes the scenario infra_error, never a score. The task's
-// verifier program is replaced in a copy of the task to make it fail; the
-// workspace is the scenario's own, untouched.
+// crashes, runs past its wall time, or writes no report) and fails the same
+// way in the control run, where no workspace code runs, the scenario is
+// infra_error, never a score. The task's verifier program is replaced in a
+// copy of the task to make it fail; the workspace is the scenario's own,
+// untouched.
 func TestVerifierFailuresAreInfraError(t *testing.T) {
 	dir, spec := verifierTask(t)
 	sc := spec.Scenarios[0]
 	ws := filepath.Join(dir, scenarios.ScenarioDir, sc.Name, "workspace")
 	spec.Verifier.WallMillis = 1500
+	defer scenarios.SetVerifierGrace(1500)()
 	for _, c := range []struct{ name, program, want string }{
 		{"crash", "import sys\nsys.exit(3)\n", "crashed"},
 		{"timeout", "import time\ntime.sleep(60)\n", "timed out"},
@@ -164,11 +161,52 @@ func TestVerifierFailuresAreInfraError(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(scenarios.VerifierFile)), []byte(c.program), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := scenarios.RunVerifier(context.Background(), spec, dir, sc, ws)
-			var ie *scenarios.InfraError
-			if !errors.As(err, &ie) || !strings.Contains(ie.Detail, c.want) {
-				t.Fatalf("verifier that fails (%s): %v, want an InfraError saying %q", c.name, err, c.want)
+			r, infra, control := scenarios.RunVerifier(context.Background(), spec, dir, sc, ws)
+			if r != nil || control != "" || !strings.Contains(infra, c.want) || !strings.Contains(infra, "control run") {
+				t.Fatalf("verifier that fails (%s): report %v, infra %q, control %q; want infra_error saying %q and that the control run failed too", c.name, r, infra, control, c.want)
 			}
 		})
+	}
+}
+
+// crashesOnAnswers is a verifier that asks the broker for one workspace call
+// and crashes when the call answers anything: a verifier with a weakness that
+// the workspace's answers reach. In the control run, every call fails at once
+// and it writes a report.
+const crashesOnAnswers = `import base64, http.client, json, socket, sys
+class Unix(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect("/run/feval.sock")
+c = Unix("localhost", timeout=60)
+c.request("POST", "/feval/ws", body=json.dumps({"args": ["/usr/bin/python3", "-c", "print('an answer')"],
+          "stdin": "", "env": {}, "files": "", "seconds": 5}), headers={"Content-Type": "application/json"})
+answer = json.loads(c.getresponse().read())
+if base64.b64decode(answer.get("stdout") or ""):
+    sys.exit(3)
+with open("/out/junit.xml", "w") as f:
+    f.write('<testsuites><testsuite name="pytest"></testsuite></testsuites>')
+`
+
+// TestControlRunChargesThePack: a verifier that fails only with the
+// workspace's answers reports in the control run, so the failure is the
+// pack's: every declared test counts as failed, the reason is recorded, and
+// the scenario is not infra_error.
+func TestControlRunChargesThePack(t *testing.T) {
+	dir, spec := verifierTask(t)
+	sc := spec.Scenarios[0]
+	ws := filepath.Join(dir, scenarios.ScenarioDir, sc.Name, "workspace")
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(scenarios.VerifierFile)), []byte(crashesOnAnswers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, infra, control := scenarios.RunVerifier(context.Background(), spec, dir, sc, ws)
+	if infra != "" || r == nil {
+		t.Fatalf("a verifier that crashes only on the workspace's answers: infra %q, want the pack's result", infra)
+	}
+	if !strings.Contains(control, "crashed") || !strings.Contains(control, "control run") {
+		t.Errorf("control finding %q: want it to name the crash and the control run", control)
+	}
+	if r.Summary.Tests != len(sc.Tests) || r.Summary.Failed != len(sc.Tests) || r.Summary.Passed != 0 {
+		t.Errorf("report %+v: want all %d declared tests failed", r.Summary, len(sc.Tests))
 	}
 }

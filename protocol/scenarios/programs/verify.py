@@ -43,6 +43,9 @@ CALL_SECONDS = 10  # one child's wall and CPU time
 BUDGET_SECONDS = int(os.environ.get("FEVAL_VERIFIER_WALL_MILLIS", "60000")) * 3 / 4000
 DEADLINE = time.monotonic() + BUDGET_SECONDS
 MAX_ANSWER = 1 << 20  # bytes read from a child's stdout (and stderr)
+# What a failure's text keeps of a child's answer: whatever workspace code
+# answers, the report stays far below its bound.
+MAX_SHOWN = 2000
 # pytest's temporary directory (tmp_path): its files are copied to the
 # child's sandbox, at the same paths, for each call, at most MAX_FILES bytes.
 BASETEMP = "/tmp/feval-pytest"
@@ -95,7 +98,7 @@ class WorkspaceRaised(Exception):
     """Workspace code raised: types are the class names of its MRO."""
 
     def __init__(self, types, message):
-        super().__init__("workspace code raised %s: %s" % (types[0] if types else "?", message))
+        super().__init__("workspace code raised %s: %s" % (types[0][:200] if types else "?", message[:MAX_SHOWN]))
         self.types = types
         self.message = message
 
@@ -158,6 +161,12 @@ def _child(args, stdin):
             base64.b64decode(answer.get("stderr") or "")[:MAX_ANSWER + 1])
 
 
+def _shown(value):
+    """The start of value's repr, for a failure's text."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
+
+
 class Workspace:
     """What the hidden tests see of the final workspace (fixture `ws`)."""
 
@@ -173,13 +182,13 @@ class Workspace:
         except ValueError:
             raise WorkspaceFailure("workspace child exited %d without an answer; stderr: %s" % (code, tail)) from None
         if not isinstance(answer, dict):
-            raise WorkspaceFailure("workspace child answered %r" % (answer,))
+            raise WorkspaceFailure("workspace child answered %s" % _shown(answer))
         if "value" in answer:
             return answer["value"]
         raised = answer.get("raised")
         if isinstance(raised, list) and all(isinstance(t, str) for t in raised):
             raise WorkspaceRaised(raised, str(answer.get("message", "")))
-        raise WorkspaceFailure("workspace child answered %r" % (answer,))
+        raise WorkspaceFailure("workspace child answered %s" % _shown(answer))
 
     def call(self, module, name, *args, **kwargs):
         """module.name(*args, **kwargs) in a child; arguments and result are
