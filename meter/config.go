@@ -44,6 +44,19 @@ type Config struct {
 	MaxResponseBytes int64       `json:"max_response_bytes"`
 	Timeouts         Timeouts    `json:"timeouts"`
 	Retry            RetryPolicy `json:"retry"`
+	// Rate bounds how fast one scenario's calls go upstream.
+	Rate Rate `json:"rate"`
+}
+
+// Rate bounds one scenario's upstream calls: at most MaxConcurrent at once,
+// and at most Calls started in any WindowMillis. A call beyond either waits
+// for its turn; it is never refused for it. So whatever a policy sends, the
+// provider sees each scenario within these bounds, and a provider failure is
+// the provider's (METER.md §5).
+type Rate struct {
+	MaxConcurrent int   `json:"max_concurrent"`
+	Calls         int   `json:"calls"`
+	WindowMillis  int64 `json:"window_millis"`
 }
 
 // Model is one allowlisted model: its name as clients use it, its frozen prices
@@ -87,6 +100,16 @@ var DefaultTimeouts = Timeouts{ConnectMillis: 5_000, HeaderMillis: 60_000, IdleM
 // DefaultRetry is the retry policy of the reference task.
 var DefaultRetry = RetryPolicy{MaxAttempts: 4, InitialBackoffMillis: 500, MaxBackoffMillis: 8_000}
 
+// DefaultRate is the rate bound of the reference task: 8 calls of a scenario
+// upstream at once, 120 started per minute.
+var DefaultRate = Rate{MaxConcurrent: 8, Calls: 120, WindowMillis: 60_000}
+
+// Limits on Rate values.
+const (
+	MaxConcurrentLimit = 256
+	MaxRateCalls       = 100_000
+)
+
 // ReferencePrices is the frozen price table of the reference task, in micro-USD
 // per million input and output tokens, keyed by model name (the names of
 // fixtures/scenarios/models.txt).
@@ -105,7 +128,7 @@ var ReferencePrices = map[string][2]int64{
 // given allowlist, every model served by upstream (a base URL).
 func ReferenceConfig(models []string, upstream string) Config {
 	c := Config{Format: ConfigFormat, CapMicroUSD: 300_000, DefaultMaxTokens: 4096,
-		MaxRequestBytes: 1 << 20, MaxResponseBytes: 4 << 20, Timeouts: DefaultTimeouts, Retry: DefaultRetry}
+		MaxRequestBytes: 1 << 20, MaxResponseBytes: 4 << 20, Timeouts: DefaultTimeouts, Retry: DefaultRetry, Rate: DefaultRate}
 	for _, m := range models {
 		p, ok := ReferencePrices[m]
 		if !ok {
@@ -174,6 +197,14 @@ func (c Config) Validate() error {
 		return bad("retry.max_attempts %d: want 1 to 10", c.Retry.MaxAttempts)
 	case c.Retry.InitialBackoffMillis < 0 || c.Retry.MaxBackoffMillis < c.Retry.InitialBackoffMillis || c.Retry.MaxBackoffMillis > 600_000:
 		return bad("retry backoff %d..%d ms: want 0 <= initial <= max <= 600000", c.Retry.InitialBackoffMillis, c.Retry.MaxBackoffMillis)
+	}
+	switch r := c.Rate; {
+	case r.MaxConcurrent < 1 || r.MaxConcurrent > MaxConcurrentLimit:
+		return bad("rate.max_concurrent %d: want 1 to %d", r.MaxConcurrent, MaxConcurrentLimit)
+	case r.Calls < 1 || r.Calls > MaxRateCalls:
+		return bad("rate.calls %d: want 1 to %d", r.Calls, MaxRateCalls)
+	case r.WindowMillis < 1 || r.WindowMillis > 3_600_000:
+		return bad("rate.window_millis %d: want 1 to 3600000", r.WindowMillis)
 	}
 	t := c.Timeouts
 	for _, f := range []struct {

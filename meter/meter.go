@@ -159,7 +159,7 @@ func (m *Meter) Scenario(id string) (*Scenario, error) {
 		if len(m.scenarios) >= MaxScenarios {
 			return nil, fmt.Errorf("scenario %q: the meter already serves %d scenarios", id, MaxScenarios)
 		}
-		s = &Scenario{id: id, m: m, b: budget{cap: m.cfg.CapMicroUSD}, occ: map[digest.Digest]int64{}}
+		s = &Scenario{id: id, m: m, b: budget{cap: m.cfg.CapMicroUSD}, occ: map[digest.Digest]int64{}, pace: newPacer(m.cfg.Rate)}
 		m.scenarios[id] = s
 	}
 	return s, nil
@@ -177,6 +177,8 @@ type Scenario struct {
 	mu  sync.Mutex // admission order: seq, occurrences, reservations
 	seq int64
 	occ map[digest.Digest]int64
+	// pace holds the scenario's upstream calls to the task's rate.
+	pace *pacer
 }
 
 // ID returns the scenario's name.
@@ -420,7 +422,9 @@ func (s *Scenario) forward(w http.ResponseWriter, ctx context.Context, c *call) 
 		if err != nil { // parseChatRequest accepted it, so this does not happen
 			body = c.raw
 		}
+		done := s.pace.start()
 		ex = m.forward(ctx, c.model, body, c.req.Stream, emit)
+		done()
 		if c.req.Stream && len(ex.Chunks) > 0 {
 			ex.Assembled = assemble(ex.Chunks)
 		}

@@ -73,7 +73,7 @@ func TestLoadTaskPins(t *testing.T) {
 	dir := t.TempDir()
 	write(dir, HarnessFile, string(Harness()))
 	write(dir, VerifierFile, string(Verifier()))
-	write(dir, "meter.json", `{"format":"feval.meter.v1","models":[{"name":"m","input_micro_usd_per_mtok":1,"output_micro_usd_per_mtok":1,"upstream":""}],"cap_micro_usd":300000,"default_max_tokens":4096,"max_request_bytes":1048576,"max_response_bytes":4194304,"timeouts":{"connect_millis":1,"header_millis":1,"idle_millis":1,"attempt_millis":1},"retry":{"max_attempts":1,"initial_backoff_millis":0,"max_backoff_millis":0}}`)
+	write(dir, "meter.json", `{"format":"feval.meter.v1","models":[{"name":"m","input_micro_usd_per_mtok":1,"output_micro_usd_per_mtok":1,"upstream":""}],"cap_micro_usd":300000,"default_max_tokens":4096,"max_request_bytes":1048576,"max_response_bytes":4194304,"timeouts":{"connect_millis":1,"header_millis":1,"idle_millis":1,"attempt_millis":1},"retry":{"max_attempts":1,"initial_backoff_millis":0,"max_backoff_millis":0},"rate":{"max_concurrent":8,"calls":120,"window_millis":60000}}`)
 	for _, p := range []string{"scenarios/s1/instruction.md", "scenarios/s1/workspace/a.py"} {
 		write(dir, p, "x\n")
 	}
