@@ -6,10 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/fixtures/scenariotask"
 	"github.com/feval/feval/fixtures/upstream"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/scenarios"
+	"github.com/feval/feval/replay"
+	"github.com/opencontainers/go-digest"
 )
 
 // workspaceAttacks are final workspaces' convert.py for 09-temperature that
@@ -125,5 +129,71 @@ func TestWorkspaceCodeCannotReachTheVerifier(t *testing.T) {
 		if s.Detail != "" { // the verifier reported on its own: no control run was needed
 			t.Errorf("%s: %s", name, s.Detail)
 		}
+	}
+}
+
+// TestForgedReportDiffers: the report a forger hoped for (every test passed),
+// published as a validator's own (the run record rewritten, it and the
+// verdict re-signed with the validator's key), is caught by replay
+// --verify-only, which runs the verifier again on the recorded workspace and
+// names the scenario's report.
+func TestForgedReportDiffers(t *testing.T) {
+	w := newWorld(t, scenariotask.Config{Scenarios: []string{"09-temperature"}, VerifierWallMillis: 20_000})
+	args, _ := json.Marshal(map[string]string{"path": "convert.py", "content": workspaceAttacks["forger"]})
+	w.up.AddScript("09-temperature", upstream.Script{Steps: []upstream.Step{{Tool: "write_file", Arguments: string(args)}, {Tool: "finish", Arguments: `{"summary":"done"}`}}})
+	v, out := w.evaluate(w.submit(pack(t, "kimi-k2-instruct")))
+	if v.Status != protocol.VerdictPassed || v.Scenarios[0].Passed == v.Scenarios[0].Total {
+		t.Fatalf("the forger's own verdict: %s, %d of %d passed", v.Status, v.Scenarios[0].Passed, v.Scenarios[0].Total)
+	}
+	load := func(d digest.Digest, into any) *bundle.Loaded {
+		t.Helper()
+		desc, err := w.validator.Resolve(w.ctx, d.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		art, err := bundle.Load(w.ctx, w.validator, desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := art.Decode(into); err != nil {
+			t.Fatal(err)
+		}
+		return art
+	}
+	var run scenarios.RunRecord
+	runArt := load(v.Digests.Run, &run)
+	r := run.Scenarios[0].Report
+	for i := range r.Tests {
+		r.Tests[i].Status = scenarios.TestPassed
+	}
+	r.Summary = scenarios.Summary{Tests: len(r.Tests), Passed: len(r.Tests)}
+	forgedRun, err := bundle.WriteSigned(w.ctx, w.validator, w.key, bundle.Artifact{Kind: scenarios.KindRun, Record: run,
+		Layers: runArt.Payloads, Subject: runArt.Manifest.Subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged scenarios.Verdict
+	verdictArt := load(out.Artifact.Digest, &forged)
+	forged.Digests.Run = forgedRun.Digest
+	forged.Scenarios[0].Passed = forged.Scenarios[0].Total
+	forged.Score = "1"
+	desc, err := bundle.WriteSigned(w.ctx, w.validator, w.key, bundle.Artifact{Kind: protocol.KindVerdict, Record: forged,
+		Subject: verdictArt.Manifest.Subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := replay.RunWith(w.ctx, w.validator, desc, w.trusted(), evaluate.Options{VerifyOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != replay.Differs {
+		t.Fatalf("verify-only replay of a forged report: %s, want differs", res.Outcome)
+	}
+	named := false
+	for _, d := range res.Diffs {
+		named = named || d.Path == "scenarios/09-temperature/report"
+	}
+	if !named {
+		t.Errorf("the differences do not name the scenario: %+v", res.Diffs)
 	}
 }
