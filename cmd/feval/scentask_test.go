@@ -1,6 +1,9 @@
 package main
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/feval/feval/fixtures/scenariotask"
 	"github.com/feval/feval/fixtures/upstream"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -17,14 +20,32 @@ func cmdGenScentask(ts *testscript.TestScript, neg bool, args []string) {
 
 // cmdFixtureUpstream serves the fixture upstream with the reference
 // scenarios' scripts for the rest of the script and sets
-// FEVAL_METER_UPSTREAM to it: fixtureupstream.
+// FEVAL_METER_UPSTREAM to it: fixtureupstream [max_concurrent=N]
+// [latency_millis=N] (a provider that answers 429 past N calls at once; a
+// first byte N ms late).
 func cmdFixtureUpstream(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 0 {
-		ts.Fatalf("usage: fixtureupstream")
+	usage := "usage: fixtureupstream [max_concurrent=N] [latency_millis=N]"
+	if neg {
+		ts.Fatalf("%s", usage)
 	}
 	scripts, err := scenariotask.Scripts()
 	ts.Check(err)
-	url, stop, err := upstream.Start(upstream.New(upstream.Options{Scripts: scripts}))
+	opts := upstream.Options{Scripts: scripts}
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0:
+			ts.Fatalf("%s", usage)
+		case k == "max_concurrent":
+			opts.Faults.MaxConcurrent = n
+		case k == "latency_millis":
+			opts.LatencyMillis = n
+		default:
+			ts.Fatalf("%s", usage)
+		}
+	}
+	url, stop, err := upstream.Start(upstream.New(opts))
 	ts.Check(err)
 	ts.Defer(stop)
 	ts.Setenv("FEVAL_METER_UPSTREAM", url)
