@@ -76,9 +76,11 @@ type runner struct {
 	cpu0 int64
 }
 
-func (r *runner) run(ctx context.Context) (err error) {
+// config checks the spec's paths and the kernel's seccomp support and
+// returns the init's configuration, but for what run adds as it starts it.
+func (r *runner) config() (cfg initConfig, err error) {
 	spec := r.spec
-	cfg := initConfig{
+	cfg = initConfig{
 		Args:        spec.Args,
 		Env:         spec.Env,
 		Dir:         spec.Dir,
@@ -92,7 +94,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	for _, m := range spec.Inputs {
 		fi, err := os.Stat(m.Source)
 		if err != nil {
-			return &SetupError{Stage: "input " + m.Target, Err: err}
+			return cfg, &SetupError{Stage: "input " + m.Target, Err: err}
 		}
 		cfg.Inputs = append(cfg.Inputs, initMount{Source: m.Source, Target: m.Target, Dir: fi.IsDir()})
 	}
@@ -102,7 +104,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			err = fmt.Errorf("%s is not a directory", spec.OutputDir)
 		}
 		if err != nil {
-			return &SetupError{Stage: "output directory", Err: err}
+			return cfg, &SetupError{Stage: "output directory", Err: err}
 		}
 	}
 	if spec.Socket != "" {
@@ -111,12 +113,12 @@ func (r *runner) run(ctx context.Context) (err error) {
 			err = fmt.Errorf("%s is not a socket", spec.Socket)
 		}
 		if err != nil {
-			return &SetupError{Stage: "socket", Err: err}
+			return cfg, &SetupError{Stage: "socket", Err: err}
 		}
 	}
 
 	if !seccompActionAvailable(unix.SECCOMP_RET_KILL_PROCESS) {
-		return &UnavailableError{Guarantee: GuaranteeSyscallFilter, Mechanism: "seccomp filter"}
+		return cfg, &UnavailableError{Guarantee: GuaranteeSyscallFilter, Mechanism: "seccomp filter"}
 	}
 	cfg.Notify = seccompActionAvailable(unix.SECCOMP_RET_USER_NOTIF)
 	if cfg.Notify {
@@ -126,14 +128,23 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 	cfg.RefuseInotify = kernelRefusesInotify()
 	if cfg.Filter, err = programFilter(cfg.Notify, cfg.RefuseInotify); err != nil {
-		return &SetupError{Stage: "seccomp", Err: err}
+		return cfg, &SetupError{Stage: "seccomp", Err: err}
 	}
 	cfg.Identity = initIdentity()
+	cfg.Landlock = landlockABI() > 0
+	return cfg, nil
+}
+
+func (r *runner) run(ctx context.Context) (err error) {
+	spec := r.spec
+	cfg, err := r.config()
+	if err != nil {
+		return err
+	}
 	initProg, err := initPath()
 	if err != nil {
 		return &SetupError{Stage: "find sandbox init", Err: err}
 	}
-	cfg.Landlock = landlockABI() > 0
 
 	// The run's cgroups are made while the init starts up, which joins
 	// them only when it is ready; r.cg is used only after awaitCgroup.
