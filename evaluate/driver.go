@@ -139,7 +139,14 @@ type optimizerDriver struct {
 	retrain bool
 }
 
-func (d optimizerDriver) Prepare(context.Context, protocol.Case, protocol.Round) (Driver, error) {
+// Prepare resolves the round's beacon, from which the seeds and the held-out
+// windows are derived: an accepted reveal is not evaluated without one.
+func (d optimizerDriver) Prepare(_ context.Context, c protocol.Case, round protocol.Round) (Driver, error) {
+	p, err := optimizer.Prepare(d.p, c, round)
+	if err != nil {
+		return nil, err
+	}
+	d.p = p
 	return d, nil
 }
 
@@ -152,7 +159,24 @@ func (d optimizerDriver) Redecide(ctx context.Context, c protocol.Case, recorded
 	if err != nil {
 		return nil, nil, err
 	}
-	return optimizer.Redecide(ctx, c, rv, optimizer.ReplayOptions{Retrain: d.retrain, Machine: d.p.Machine})
+	opts := optimizer.ReplayOptions{Retrain: d.retrain, Machine: d.p.Machine}
+	if c.Entry.Status == protocol.StatusAccepted {
+		// The seeds and windows are derived again from the recorded beacon,
+		// a drand one verified again against the round.
+		if rv.Beacon == nil {
+			return nil, nil, fmt.Errorf("%w: verdict %s of an accepted reveal names no beacon", protocol.ErrMalformed, recorded.Desc.Digest)
+		}
+		var r protocol.Round
+		if _, err := protocol.LoadAs(ctx, c.Store, c.Refs.Round, protocol.KindRound, &r); err != nil {
+			return nil, nil, fmt.Errorf("reading round: %w", err)
+		}
+		b, err := rollouts.ResolveBeacon(*rv.Beacon, r, rv.RevealCheck.RevealSeen)
+		if err != nil {
+			return nil, nil, fmt.Errorf("verdict %s: %w: %w", recorded.Desc.Digest, bundle.ErrVerify, err)
+		}
+		opts.Beacon = b
+	}
+	return optimizer.Redecide(ctx, c, rv, opts)
 }
 
 func (optimizerDriver) Evidence(recorded *bundle.Loaded) ([]digest.Digest, error) {

@@ -18,6 +18,9 @@ type OptimizerLimits struct {
 	// MaxNestingDepth bounds the nesting of statements and expressions
 	// (default 64).
 	MaxNestingDepth int
+	// MaxLiteralBytes bounds the literal data of optimizer.py: the source
+	// bytes of all its string, integer and float literals (default 8 KiB).
+	MaxLiteralBytes int
 	// MaxViolationsPerRule bounds the violations listed per rule; the rest
 	// are counted in one summary violation (default 100).
 	MaxViolationsPerRule int
@@ -25,7 +28,7 @@ type OptimizerLimits struct {
 
 // DefaultOptimizerLimits returns the limits used when a field is zero.
 func DefaultOptimizerLimits() OptimizerLimits {
-	return OptimizerLimits{MaxSourceBytes: 64 << 10, MaxNestingDepth: 64, MaxViolationsPerRule: 100}
+	return OptimizerLimits{MaxSourceBytes: 64 << 10, MaxNestingDepth: 64, MaxLiteralBytes: 8 << 10, MaxViolationsPerRule: 100}
 }
 
 func (l OptimizerLimits) withDefaults() OptimizerLimits {
@@ -35,6 +38,9 @@ func (l OptimizerLimits) withDefaults() OptimizerLimits {
 	}
 	if l.MaxNestingDepth <= 0 {
 		l.MaxNestingDepth = d.MaxNestingDepth
+	}
+	if l.MaxLiteralBytes <= 0 {
+		l.MaxLiteralBytes = d.MaxLiteralBytes
 	}
 	if l.MaxViolationsPerRule <= 0 {
 		l.MaxViolationsPerRule = d.MaxViolationsPerRule

@@ -16,6 +16,7 @@ const (
 	RuleEncodingDeclaration = "encoding-declaration"
 	RuleSyntax              = "syntax"
 	RuleNestingDepth        = "nesting-depth"
+	RuleLiteralData         = "literal-data"
 	RuleNonASCIIIdentifier  = "non-ascii-identifier"
 	RuleForbiddenSyntax     = "forbidden-syntax"
 	RuleForbiddenImport     = "forbidden-import"
@@ -202,8 +203,37 @@ func checkPythonSource(path string, src []byte, limits OptimizerLimits, strict b
 			return c.vs, nil
 		}
 		c.checkModule(root)
+		c.checkLiterals(root)
 	}
 	return c.vs, nil
+}
+
+// checkLiterals caps the literal data of the source: the bytes of every
+// string, integer and float literal as written (quotes, prefixes and escapes
+// included) count, and together they may not pass MaxLiteralBytes. An
+// optimizer needs a few constants and docstrings; no useful data or weights
+// fit in the cap.
+func (c *pyChecker) checkLiterals(root *sitter.Node) {
+	var total uint
+	var first *sitter.Node
+	var walk func(n *sitter.Node)
+	walk = func(n *sitter.Node) {
+		switch n.Kind() {
+		case "string", "integer", "float":
+			total += n.EndByte() - n.StartByte()
+			if first == nil && total > uint(c.limits.MaxLiteralBytes) {
+				first = n
+			}
+			return
+		}
+		for i := uint(0); i < n.ChildCount(); i++ {
+			walk(n.Child(i))
+		}
+	}
+	walk(root)
+	if first != nil {
+		c.report(RuleLiteralData, first, "the literals hold %d bytes, more than the %d an optimizer may carry: data and weights do not belong in an update rule", total, c.limits.MaxLiteralBytes)
+	}
 }
 
 // checkBytes checks the raw bytes: valid UTF-8, no byte-order mark, and no

@@ -4,17 +4,18 @@
 # Debian's torch); three miners commit and reveal optimizers (a tuned AdamW
 # schedule, the baseline SGD with momentum, and one that diverges); a validator
 # trains each in the sandbox, signs the checkpoints and the verdicts; the tuned
-# one clears the bar and is confirmed by a second run with the task's next
-# seed; 'feval frontier' and 'feval emission' read the signed verdicts; an
+# one clears the bar and is confirmed by a second run; both runs' seeds and the
+# held-out windows come from a beacon published after commits closed;
+# 'feval frontier' and 'feval emission' read the signed verdicts; an
 # auditor in a fresh store replays the confirmed verdict: identical.
 source "$(dirname "$0")/demo-lib.sh"
 
 step "start a throw-away OCI registry on 127.0.0.1"
 start_registry competition/optimizer
 
-step "generate the reference optimizer task (model, training loop, held-out evaluator, data, horizon, budget, seeds)"
+step "generate the reference optimizer task (model, training loop, held-out evaluator, training data, held-out pool, horizon, budget)"
 "$BIN/genoptask" "$WORK/task"
-python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); print("horizon", t["training"]["horizon_steps"], "steps; budget", t["training"]["budget_cpu_millis"], "CPU ms; seeds", t["seeds"], "; baseline", t["baseline_micro_nats"], "micro-nats")' "$WORK/task/task.json"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); print("horizon", t["training"]["horizon_steps"], "steps; budget", t["training"]["budget_cpu_millis"], "CPU ms; held-out pool", t["data"]["held_out_pool_bytes"], "bytes, of which each round evaluates", t["data"]["held_out_windows"], "windows; baseline", t["baseline_micro_nats"], "micro-nats")' "$WORK/task/task.json"
 
 MINERS="tuned sgd diverge"
 declare -A SRC=([tuned]=ref-tuned [sgd]=ref-sgd-momentum [diverge]=ref-diverge)
@@ -45,14 +46,19 @@ for m in $MINERS; do
   show reveal --to "$REPO" "${!var}"
 done
 
-step "validator: train each optimizer in the sandbox, sign checkpoints and verdicts, push them"
+# The seeds and the held-out windows come from the round's beacon, published
+# after commits closed: a drand round in production (--drand-round,
+# --drand-signature); here a plain one, recorded as unverified (one of the
+# beacons the task's baseline was calibrated on).
+BEACON=(--beacon 1 --beacon-source calibration)
+step "validator: train each optimizer in the sandbox (seeds and held-out windows from the round's beacon), sign checkpoints and verdicts, push them"
 as validator
 show reveals --round "$ROUND" --from "$REPO" --now 2026-12-01T06:00:00Z
 for m in $MINERS; do
   var="COMMIT_$m"
   rv=$("$BIN/feval" reveals --round "$ROUND" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print([e["reveal"] for e in r["entries"] if e["commitment"]==sys.argv[1]][0])' "${!var}")
   set +e
-  show evaluate --task "$TASK" --now 2026-12-01T06:00:00Z --to "$REPO" "$rv"
+  show evaluate --task "$TASK" --now 2026-12-01T06:00:00Z "${BEACON[@]}" --to "$REPO" "$rv"
   rc=$?
   set -e
   [ "$m" = diverge ] && echo "(exit $rc: rejected)"

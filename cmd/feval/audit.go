@@ -12,7 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// beaconOptions: the public randomness of an audit, a drand round (verified)
+// beaconOptions: the public randomness of a round (a rollouts audit's rows, an
+// optimizer round's seeds and held-out windows), a drand round (verified)
 // or a plain value (unverified, for tests).
 type beaconOptions struct {
 	b rollouts.Beacon

@@ -76,8 +76,9 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			k.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
-			// A beacon is for rollouts audits; the rollouts driver refuses an
-			// audit without one.
+			// A beacon picks a rollouts audit's rows and an optimizer
+			// round's seeds and held-out windows; those drivers refuse an
+			// accepted reveal without one.
 			if c.IsSet("beacon") || c.IsSet("beacon-source") || c.IsSet("drand-round") || c.IsSet("drand-signature") {
 				if err := bo.Parse(c); err != nil {
 					return err
@@ -135,7 +136,7 @@ func evaluateCommand(a *appEnv) *cli.Command {
 			b := evaluate.Batch{Reveals: c.Args().Slice(), Round: round, Task: c.String("task"), Obs: clk.obs, Created: ts,
 				Options: evaluate.Options{
 					Rollouts:  rollouts.Params{Beacon: bo.b, Full: c.Bool("full")},
-					Optimizer: optimizer.Params{BarMicroNats: c.Int64("bar"), FloorMicroNats: c.Int64("floor")},
+					Optimizer: optimizer.Params{BarMicroNats: c.Int64("bar"), FloorMicroNats: c.Int64("floor"), Beacon: bo.b},
 					Scenarios: scenarios.Params{Upstream: c.String("upstream"), Parallel: c.Int("parallel"), Hidden: hidden,
 						Credentials: func(string) string { return os.Getenv(envMeterKey) }},
 				}}
@@ -211,10 +212,10 @@ func evaluateCommand(a *appEnv) *cli.Command {
 }
 
 // evaluateError is the error of one reveal's evaluation as 'feval evaluate'
-// reports it: a mismatched task, missing hidden tests and a refused beacon
-// are the caller's mistakes.
+// reports it: a mismatched task, missing hidden tests and a missing or
+// refused beacon are the caller's mistakes.
 func evaluateError(err error) error {
-	if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, scenarios.ErrNoHidden) || errors.Is(err, rollouts.ErrBeacon) {
+	if errors.Is(err, evaluate.ErrTaskMismatch) || errors.Is(err, scenarios.ErrNoHidden) || errors.Is(err, rollouts.ErrBeacon) || errors.Is(err, optimizer.ErrNoBeacon) {
 		return usagef("%v", err)
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +38,10 @@ func BenchmarkTraining(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	derived, err := optimizer.Derive(testBeacon, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, d := range []string{filepath.Dir(taskDir), taskDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			b.Fatal(err)
@@ -54,7 +59,7 @@ func BenchmarkTraining(b *testing.B) {
 	var ck []byte
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		t, err := m.Train(ctx, spec, taskDir, subDir, spec.Seeds[0], steps)
+		t, err := m.Train(ctx, spec, taskDir, subDir, derived.Seeds[0], steps)
 		if err != nil || t.Status != optimizer.RunCompleted || t.Steps != steps {
 			b.Fatalf("sandboxed run: %v %s %s", err, t.Status, t.Detail)
 		}
@@ -66,7 +71,7 @@ func BenchmarkTraining(b *testing.B) {
 		out := b.TempDir()
 		start = time.Now()
 		cmd := exec.Command(optimizer.DefaultPython, "-I", "-B", filepath.Join(taskDir, spec.Entry.Train), taskDir,
-			filepath.Join(subDir, "optimizer.py"), out, "20261201", "300")
+			filepath.Join(subDir, "optimizer.py"), out, strconv.FormatInt(derived.Seeds[0], 10), "300")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + out, "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "LC_ALL=C.UTF-8"}
 		if o, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("direct run: %v\n%s", err, o)
@@ -100,7 +105,7 @@ func BenchmarkTraining(b *testing.B) {
 	var held time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		h, err := m.Evaluate(ctx, spec, taskDir, ck)
+		h, err := m.Evaluate(ctx, spec, taskDir, ck, derived.WindowsBytes())
 		if err != nil || h.Status != optimizer.RunCompleted {
 			b.Fatalf("held-out: %v %s %s", err, h.Status, h.Detail)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -24,6 +25,9 @@ type ReplayOptions struct {
 	// code (in the sandbox).
 	Retrain bool
 	Machine Machine
+	// Beacon is the recorded verdict's beacon, checked against the round
+	// again (a drand one verified) by the caller.
+	Beacon rollouts.Beacon
 }
 
 // Evidence lists the checkpoint artifacts a verdict names.
@@ -38,7 +42,8 @@ func Evidence(v Verdict) []digest.Digest {
 }
 
 // Redecide re-derives a recorded verdict: the reveal check (c.Entry, done by
-// the caller), the seeds from the task, and for every recorded checkpoint its
+// the caller), the seeds and held-out windows from the recorded beacon
+// (opts.Beacon), and for every recorded checkpoint its
 // validation and held-out loss in a fresh sandbox that never holds the
 // submission; the steps and failures of training are the validator's
 // observations and are taken as recorded. With opts.Retrain every completed
@@ -53,14 +58,19 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 		return Verdict{}, nil, err
 	}
 	defer w.close()
-	p := Params{BarMicroNats: recorded.BarMicroNats, FloorMicroNats: recorded.FloorMicroNats, Machine: opts.Machine}
+	if w.derived, err = Derive(opts.Beacon, w.spec); err != nil {
+		return Verdict{}, nil, err
+	}
+	p := Params{BarMicroNats: recorded.BarMicroNats, FloorMicroNats: recorded.FloorMicroNats, Machine: opts.Machine, Beacon: opts.Beacon}
 	v := p.start(c, w.spec)
+	b := opts.Beacon
+	v.Beacon, v.Derivation = &b, w.derived.RootHex()
 	var findings []Finding
 	for i, rr := range recorded.Runs {
-		if i >= 2 || i >= len(w.spec.Seeds) {
+		if i >= 2 {
 			break
 		}
-		r := Run{Index: i, Seed: w.spec.Seeds[i], Status: rr.Status, Detail: rr.Detail, Steps: rr.Steps,
+		r := Run{Index: i, Seed: w.derived.Seeds[i], Status: rr.Status, Detail: rr.Detail, Steps: rr.Steps,
 			CheckpointContent: rr.CheckpointContent}
 		if rr.Checkpoint == "" {
 			v.Runs = append(v.Runs, r)

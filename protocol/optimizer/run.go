@@ -235,10 +235,11 @@ type HeldOut struct {
 }
 
 // Evaluate computes the held-out loss of a checkpoint that ValidateCheckpoint
-// accepted, in a fresh sandbox holding only the task directory and the
-// checkpoint. Its failures are the validator's (RunInfra), except a loss that
-// is not finite.
-func (m Machine) Evaluate(ctx context.Context, spec Spec, taskDir string, checkpoint []byte) (HeldOut, error) {
+// accepted over the round's windows of the held-out pool (windows: 4-byte
+// little-endian starts, Derived.WindowsBytes), in a fresh sandbox holding
+// only the task directory, the checkpoint and the windows. Its failures are
+// the validator's (RunInfra), except a loss that is not finite.
+func (m Machine) Evaluate(ctx context.Context, spec Spec, taskDir string, checkpoint, windows []byte) (HeldOut, error) {
 	dir, err := os.MkdirTemp("", "feval-heldout-")
 	if err != nil {
 		return HeldOut{}, err
@@ -250,9 +251,12 @@ func (m Machine) Evaluate(ctx context.Context, spec Spec, taskDir string, checkp
 	if err := os.WriteFile(filepath.Join(dir, CheckpointFile), checkpoint, 0o644); err != nil {
 		return HeldOut{}, err
 	}
+	if err := os.WriteFile(filepath.Join(dir, windowsFile), windows, 0o644); err != nil {
+		return HeldOut{}, err
+	}
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: []string{m.python(), "-I", "-B", path.Join(taskMount, spec.Entry.HeldOut), taskMount,
-			path.Join(checkpointMount, CheckpointFile)},
+			path.Join(checkpointMount, CheckpointFile), path.Join(checkpointMount, windowsFile)},
 		Env: env,
 		Inputs: []sandbox.Mount{
 			{Source: taskDir, Target: taskMount},

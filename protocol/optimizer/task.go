@@ -1,21 +1,25 @@
 // Package optimizer is the protocol driver for optimizer research at a fixed
-// compute budget (competition kind C): the task holds the model, the data, the
-// training loop, the horizon, the budget and the seeds; the miner's
+// compute budget (competition kind C): the task holds the model, the training
+// data, the held-out pool, the training loop, the horizon and the budget; the
+// round's beacon gives the run seeds and the held-out windows; the miner's
 // optimizer.py holds the update rule and its schedule. A validator trains the
 // task's model with the miner's optimizer in the sandbox, validates the
 // checkpoint the trainer wrote (safetensors, checked in Go before anything
 // reads it), stores it as a signed checkpoint artifact, and has the held-out
 // loss computed by a second sandboxed process that holds only the task's code
 // and the checkpoint. A run that clears the bar is confirmed by a second run
-// with the task's next seed; the worse of the two is the candidate bar.
+// with the round's second seed; the worse of the two is the candidate bar.
 // docs/OPTIMIZER.md specifies the task, the interface and the verdict.
 package optimizer
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 )
@@ -28,14 +32,16 @@ var ErrTask = errors.New("malformed optimizer task")
 
 // Spec is task.json.
 type Spec struct {
-	Protocol          string         `json:"protocol"`
-	Model             ModelSpec      `json:"model"`
-	Data              DataSpec       `json:"data"`
-	Training          TrainingSpec   `json:"training"`
-	Evaluation        EvaluationSpec `json:"evaluation"`
-	Seeds             []int64        `json:"seeds"`
-	BaselineMicroNats int64          `json:"baseline_micro_nats"`
-	Entry             EntrySpec      `json:"entry"`
+	Protocol   string         `json:"protocol"`
+	Model      ModelSpec      `json:"model"`
+	Data       DataSpec       `json:"data"`
+	Training   TrainingSpec   `json:"training"`
+	Evaluation EvaluationSpec `json:"evaluation"`
+	// Derivation names how the round's beacon gives the run seeds and the
+	// held-out windows (DerivationV1).
+	Derivation        string    `json:"derivation"`
+	BaselineMicroNats int64     `json:"baseline_micro_nats"`
+	Entry             EntrySpec `json:"entry"`
 }
 
 // ModelSpec describes the task's model; Tensors is what a checkpoint must hold.
@@ -47,11 +53,25 @@ type ModelSpec struct {
 	Tensors []TensorSpec `json:"tensors"`
 }
 
-// DataSpec names the data files inside the task.
+// DataSpec names the data files inside the task. The held-out pool is pinned
+// by its size and SHA-256; each round evaluates HeldOutWindows windows of it
+// that the round's beacon selects.
 type DataSpec struct {
-	Train   string `json:"train"`
-	HeldOut string `json:"held_out"`
+	Train             string `json:"train"`
+	HeldOutPool       string `json:"held_out_pool"`
+	HeldOutPoolBytes  int64  `json:"held_out_pool_bytes"`
+	HeldOutPoolSHA256 string `json:"held_out_pool_sha256"`
+	HeldOutWindows    int    `json:"held_out_windows"`
 }
+
+// Bounds of the held-out pool and windows. The smallest pool is 64 times the
+// largest optimizer.py the gate accepts, and a thousand times the literal
+// data it may hold, so no submission carries a useful part of it.
+const (
+	MinPoolBytes      = 4 << 20
+	MaxPoolBytes      = 64 << 20
+	MaxHeldOutWindows = 1 << 20
+)
 
 // TrainingSpec is the schedule horizon, the compute budget and the batch.
 type TrainingSpec struct {
@@ -107,15 +127,16 @@ func LoadTask(fsys fs.FS) (Spec, error) {
 		return s, bad("training.budget_cpu_millis must be in [1, 86400000]")
 	case s.Training.BatchSize <= 0 || s.Evaluation.BatchSize <= 0:
 		return s, bad("batch sizes must be positive")
-	case len(s.Seeds) < 2:
-		return s, bad("seeds must list at least two seeds (a run and its confirm run)")
+	case s.Derivation != DerivationV1:
+		return s, bad(fmt.Sprintf("derivation must be %q", DerivationV1))
+	case s.Data.HeldOutPoolBytes < MinPoolBytes || s.Data.HeldOutPoolBytes > MaxPoolBytes:
+		return s, bad(fmt.Sprintf("data.held_out_pool_bytes must be in [%d, %d]", MinPoolBytes, MaxPoolBytes))
+	case s.Data.HeldOutWindows <= 0 || s.Data.HeldOutWindows > MaxHeldOutWindows:
+		return s, bad(fmt.Sprintf("data.held_out_windows must be in [1, %d]", MaxHeldOutWindows))
+	case !isHex64(s.Data.HeldOutPoolSHA256):
+		return s, bad("data.held_out_pool_sha256 must be 64 lower-case hex digits")
 	case s.BaselineMicroNats <= 0:
 		return s, bad("baseline_micro_nats must be positive")
-	}
-	for _, sd := range s.Seeds {
-		if sd < 0 || sd >= 1<<53 {
-			return s, bad("seeds must be integers in [0, 2^53)")
-		}
 	}
 	for _, t := range s.Model.Tensors {
 		if t.DType != "F32" || t.Name == "" || len(t.Shape) == 0 || len(t.Shape) > maxRank {
@@ -127,7 +148,7 @@ func LoadTask(fsys fs.FS) (Spec, error) {
 			}
 		}
 	}
-	for _, name := range []string{s.Data.Train, s.Data.HeldOut, s.Entry.Train, s.Entry.HeldOut} {
+	for _, name := range []string{s.Data.Train, s.Data.HeldOutPool, s.Entry.Train, s.Entry.HeldOut} {
 		if name == "" || !fs.ValidPath(name) || path.Dir(name) != "." {
 			return s, bad(fmt.Sprintf("file name %q must be a plain file name", name))
 		}
@@ -135,7 +156,43 @@ func LoadTask(fsys fs.FS) (Spec, error) {
 			return s, bad(fmt.Sprintf("%s is missing", name))
 		}
 	}
+	if err := checkPool(fsys, s.Data); err != nil {
+		return s, bad(err.Error())
+	}
 	return s, nil
+}
+
+// checkPool checks the held-out pool's size and SHA-256 against task.json.
+func checkPool(fsys fs.FS, d DataSpec) error {
+	f, err := fsys.Open(d.HeldOutPool)
+	if err != nil {
+		return fmt.Errorf("%s: %v", d.HeldOutPool, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, d.HeldOutPoolBytes+1))
+	if err != nil {
+		return fmt.Errorf("%s: %v", d.HeldOutPool, err)
+	}
+	if n != d.HeldOutPoolBytes {
+		return fmt.Errorf("%s holds %d bytes, data.held_out_pool_bytes says %d", d.HeldOutPool, n, d.HeldOutPoolBytes)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.HeldOutPoolSHA256 {
+		return fmt.Errorf("%s has SHA-256 %s, data.held_out_pool_sha256 says %s", d.HeldOutPool, got, d.HeldOutPoolSHA256)
+	}
+	return nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckpointBytes is the exact size of a checkpoint of the task's model, upper

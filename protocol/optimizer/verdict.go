@@ -3,13 +3,14 @@ package optimizer
 import (
 	"context"
 	"fmt"
-	"github.com/feval/feval/sandbox"
 	"io/fs"
 	"os"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
+	"github.com/feval/feval/sandbox"
 	"github.com/feval/feval/scoring"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -41,6 +42,11 @@ type Verdict struct {
 	BarMicroNats   int64 `json:"bar_micro_nats"`
 	FloorMicroNats int64 `json:"floor_micro_nats"`
 	HorizonSteps   int   `json:"horizon_steps"`
+	// Beacon is the round's beacon and Derivation the hex root derived from
+	// it (DerivationV1), from which the run seeds and the held-out windows
+	// follow; set when the reveal was accepted.
+	Beacon     *rollouts.Beacon `json:"beacon,omitempty"`
+	Derivation string           `json:"derivation,omitempty"`
 	// Runs are the training runs, first run then confirm run.
 	Runs []Run `json:"runs"`
 	// Outcome is set when Status is passed.
@@ -57,6 +63,9 @@ func (v Verdict) Details() []protocol.Detail {
 	var out []protocol.Detail
 	if v.Detail != "" {
 		out = append(out, protocol.Detail{Label: "detail", Value: v.Detail})
+	}
+	if v.Beacon != nil {
+		out = append(out, protocol.Detail{Label: "beacon", Value: beaconText(*v.Beacon)})
 	}
 	if v.Status != protocol.VerdictRejected || len(v.Runs) > 0 {
 		out = append(out, protocol.Detail{Label: "bar", Value: fmt.Sprintf("%d micro-nats (floor %d)", v.BarMicroNats, v.FloorMicroNats)})
@@ -122,6 +131,34 @@ type Params struct {
 	FloorMicroNats int64
 	// Machine runs the task's programs.
 	Machine Machine
+	// Beacon is the round's beacon, resolved by Prepare.
+	Beacon rollouts.Beacon
+}
+
+// Prepare checks the validator's beacon against the round (a drand beacon
+// must be the round's first after commits closed, and verify) before an
+// accepted reveal is evaluated; without a beacon it fails with ErrNoBeacon.
+func Prepare(p Params, c Case, round protocol.Round) (Params, error) {
+	if c.Entry.Status != protocol.StatusAccepted || c.Entry.RevealSeen == nil {
+		return p, nil
+	}
+	if p.Beacon.Drand == nil && (p.Beacon.Source == "" || p.Beacon.Value == "") {
+		return p, ErrNoBeacon
+	}
+	b, err := rollouts.ResolveBeacon(p.Beacon, round, *c.Entry.RevealSeen)
+	if err != nil {
+		return p, err
+	}
+	p.Beacon = b
+	return p, nil
+}
+
+// beaconText is a beacon for text output.
+func beaconText(b rollouts.Beacon) string {
+	if b.Verified {
+		return b.Source + " (verified)"
+	}
+	return b.Source + " (unverified)"
 }
 
 // Case is one evaluation (protocol.Case).
@@ -131,9 +168,11 @@ type Case = protocol.Case
 type workspace struct {
 	spec Spec
 	// taskDir is the whole task (for the held-out evaluation); trainDir the
-	// task without the held-out data and program, so that held-out data
+	// task without the held-out pool and program, so that held-out data
 	// never enters the process that runs miner code.
 	taskDir, trainDir, subDir string
+	// derived are the round's seeds and held-out windows.
+	derived Derived
 }
 
 func (w *workspace) close() {
@@ -157,7 +196,7 @@ func openWorkspace(ctx context.Context, c Case, withSubmission bool) (*workspace
 		return nil, err
 	}
 	if withSubmission {
-		if w.trainDir, err = sandbox.Materialize(without(taskFS, w.spec.Data.HeldOut, w.spec.Entry.HeldOut)); err != nil {
+		if w.trainDir, err = sandbox.Materialize(without(taskFS, w.spec.Data.HeldOutPool, w.spec.Entry.HeldOut)); err != nil {
 			w.close()
 			return nil, err
 		}
@@ -233,11 +272,12 @@ func (p Params) start(c Case, spec Spec) Verdict {
 	return v
 }
 
-// Decide evaluates one reveal whose checks gave c.Entry: it trains with the
-// task's first seed, validates and signs the checkpoint, computes the held-out
-// loss, and when the run clears the bar trains again with the next seed. The
-// same inputs give the same verdict up to what the clock allowed (the steps
-// completed), which the verdict records.
+// Decide evaluates one reveal whose checks gave c.Entry with the beacon that
+// Prepare resolved: it derives the round's seeds and held-out windows, trains
+// with the first seed, validates and signs the checkpoint, computes the
+// held-out loss, and when the run clears the bar trains again with the second
+// seed. The same inputs give the same verdict up to what the clock allowed
+// (the steps completed), which the verdict records.
 func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 	if c.Entry.Status != protocol.StatusAccepted {
 		v := Verdict{VerdictHead: protocol.NewVerdictHead("optimizer", c.Refs, c.Entry, c.Sequence), Runs: []Run{}}
@@ -249,7 +289,12 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 		return Verdict{}, err
 	}
 	defer w.close()
+	if w.derived, err = Derive(p.Beacon, w.spec); err != nil {
+		return Verdict{}, err
+	}
 	v := p.start(c, w.spec)
+	b := p.Beacon
+	v.Beacon, v.Derivation = &b, w.derived.RootHex()
 	for i := 0; i < 2; i++ {
 		run, err := p.train(ctx, c, w, i)
 		if err != nil {
@@ -266,7 +311,7 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 
 // train makes run i: training, checkpoint validation and signing, held-out loss.
 func (p Params) train(ctx context.Context, c Case, w *workspace, i int) (Run, error) {
-	r := Run{Index: i, Seed: w.spec.Seeds[i]}
+	r := Run{Index: i, Seed: w.derived.Seeds[i]}
 	t, err := p.Machine.Train(ctx, w.spec, w.trainDir, w.subDir, r.Seed, 0)
 	if err != nil {
 		return r, err
@@ -300,7 +345,7 @@ func (p Params) train(ctx context.Context, c Case, w *workspace, i int) (Run, er
 }
 
 func (p Params) heldOut(ctx context.Context, w *workspace, r Run, checkpoint []byte) (Run, error) {
-	h, err := p.Machine.Evaluate(ctx, w.spec, w.taskDir, checkpoint)
+	h, err := p.Machine.Evaluate(ctx, w.spec, w.taskDir, checkpoint, w.derived.WindowsBytes())
 	if err != nil {
 		return r, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/feval/feval/fixtures/optask"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/optimizer"
+	"github.com/feval/feval/protocol/rollouts"
 	"github.com/feval/feval/sandbox"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -94,6 +95,9 @@ func (w *world) submit(dir string) ocispec.Descriptor {
 func (w *world) evaluate(reveal ocispec.Descriptor, opts evaluate.Options) (optimizer.Verdict, ocispec.Descriptor) {
 	t := w.t
 	t.Helper()
+	if opts.Optimizer.Beacon == (rollouts.Beacon{}) {
+		opts.Optimizer.Beacon = testBeacon
+	}
 	out, err := evaluate.Evaluate(w.ctx, w.validator, w.key, evaluate.Request{Reveal: reveal.Digest.String(),
 		Task: w.task.Digest.String(), Obs: at("2026-12-01T06:00:00Z"), Options: opts})
 	if err != nil {
@@ -106,6 +110,11 @@ func (w *world) evaluate(reveal ocispec.Descriptor, opts evaluate.Options) (opti
 	roundtest.MatchesSchema(t, "verdict-optimizer.schema.json", v)
 	return v, out.Artifact
 }
+
+// testBeacon is the round's beacon in these tests: a plain one, recorded as
+// unverified; one of the eight the reference baseline was calibrated on
+// (optask.ReferenceBaseline).
+var testBeacon = rollouts.Beacon{Source: "calibration", Value: "1"}
 
 func loss(r optimizer.Run) int64 {
 	if r.HeldOutLossMicroNats == nil {
