@@ -289,6 +289,28 @@ func TestReplayRetrain(t *testing.T) {
 	if res.Outcome != replay.Differs || len(res.Diffs) != 1 || res.Diffs[0].Path != "runs[0].held_out_loss_micro_nats" {
 		t.Fatalf("forged loss: %s %+v", res.Outcome, res.Diffs)
 	}
+	// A validator that records another beacon than the one its seeds came
+	// from (one that would have picked other seeds and windows) is caught:
+	// replay derives the seeds from the recorded beacon.
+	swapped := v
+	other := *v.Beacon
+	other.Value += "0"
+	swapped.Beacon = &other
+	fd, err = bundle.WriteSigned(w.ctx, w.validator, w.key, bundle.Artifact{Kind: protocol.KindVerdict, Record: swapped, Subject: &sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = replay.Run(w.ctx, w.validator, fd, w.trusted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedDiff := false
+	for _, d := range res.Diffs {
+		seedDiff = seedDiff || d.Path == "runs[0].seed"
+	}
+	if res.Outcome != replay.Differs || !seedDiff {
+		t.Fatalf("swapped beacon: %s %+v", res.Outcome, res.Diffs)
+	}
 	// A trainer that runs one step fewer than asked cannot reproduce the
 	// checkpoint: the retrain names the first differing tensor.
 	taskFS, err := protocol.LoadTaskFS(w.ctx, w.validator, w.task.Digest)

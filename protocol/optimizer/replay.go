@@ -80,9 +80,17 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 		if err != nil {
 			return Verdict{}, nil, err
 		}
-		if rec.Run != i || rec.Seed != r.Seed {
-			return Verdict{}, nil, fmt.Errorf("%w: %s is run %d with seed %d, the verdict's run %d has seed %d",
-				ErrCheckpointRecord, rr.Checkpoint, rec.Run, rec.Seed, i, r.Seed)
+		if rec.Run != i {
+			return Verdict{}, nil, fmt.Errorf("%w: %s is run %d, the verdict names it for run %d", ErrCheckpointRecord, rr.Checkpoint, rec.Run, i)
+		}
+		if rec.Seed != r.Seed {
+			// The checkpoint was trained with a seed that the recorded beacon
+			// does not give: its loss says nothing about this derivation.
+			findings = append(findings, Finding{Path: fmt.Sprintf("runs[%d].seed", i), Recorded: fmt.Sprint(rec.Seed),
+				Recomputed: fmt.Sprintf("%d (derived from the recorded beacon)", r.Seed)})
+			r.Checkpoint, r.Status, r.Detail = rr.Checkpoint, RunBadCheckpoint, "the checkpoint was trained with another seed"
+			v.Runs = append(v.Runs, r)
+			continue
 		}
 		r.Steps, r.Checkpoint, r.CheckpointContent, r.Status, r.Detail = rec.Steps, rr.Checkpoint, digest.FromBytes(ck), RunCompleted, ""
 		if _, err := ValidateCheckpoint(ck, w.spec.Model.Tensors, w.spec.CheckpointBytes()); err != nil {
