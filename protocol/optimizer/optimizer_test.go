@@ -436,7 +436,7 @@ func TestHeldOutDataNeverInTraining(t *testing.T) {
 		}
 		// A trainer that reports, as its error, whether the held-out files exist.
 		probe := "    result[\"error\"] = \"HeldOutVisible\" if os.path.exists(os.path.join(task_dir, spec[\"data\"][\"held_out_pool\"])) or os.path.exists(os.path.join(task_dir, \"heldout.py\")) else \"HeldOutHidden\"\n    result[\"status\"] = \"crashed\"\n    write_result(out_dir, result)\n    return\n"
-		src := strings.Replace(string(b), "    result = {\"status\": \"ok\", \"steps\": 0}\n", "    result = {\"status\": \"ok\", \"steps\": 0}\n"+probe, 1)
+		src := strings.Replace(string(b), "    budget = Budget(budget_ms)\n", "    budget = Budget(budget_ms)\n"+probe, 1)
 		if src == string(b) {
 			t.Fatal("the trainer's result moved")
 		}

@@ -71,7 +71,7 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 			break
 		}
 		r := Run{Index: i, Seed: w.derived.Seeds[i], Status: rr.Status, Detail: rr.Detail, Steps: rr.Steps,
-			CheckpointContent: rr.CheckpointContent}
+			CPUMillis: rr.CPUMillis, CheckpointContent: rr.CheckpointContent}
 		if rr.Checkpoint == "" {
 			v.Runs = append(v.Runs, r)
 			continue
@@ -98,6 +98,7 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 			v.Runs = append(v.Runs, r)
 			continue
 		}
+		r.Stop = stopOf(r.Steps, w.spec)
 		if r, err = p.heldOut(ctx, w, r, ck); err != nil {
 			return Verdict{}, nil, err
 		}

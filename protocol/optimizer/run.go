@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/feval/feval/sandbox"
 )
@@ -45,7 +46,31 @@ const (
 	RunBadCheckpoint  = "bad_checkpoint"
 	RunBadResult      = "bad_result"
 	RunForbiddenHook  = "forbidden_hook"
-	RunInfra          = "infra_error"
+	// RunOverBudget: a step was still running, in native code, when the
+	// trainer's CPU backstop (1 to 2 s past the budget) ended the process.
+	RunOverBudget = "over_budget"
+	RunInfra      = "infra_error"
+)
+
+// Why a completed run stopped (Run.Stop).
+const (
+	// StopHorizon: the run completed the task's horizon within the budget.
+	StopHorizon = "horizon"
+	// StopBudget: the budget ran out; the step that passed it, if any, was
+	// interrupted or discarded and is not counted.
+	StopBudget = "budget"
+	// stopSteps: a re-run of a recorded number of steps.
+	stopSteps = "steps"
+)
+
+// Budget margins (docs/OPTIMIZER.md §3). The trainer interrupts a step that
+// passes the budget within milliseconds while it runs Python code; its
+// RLIMIT_CPU backstop kills a step stuck in native code 1 to 2 s past it. The
+// sandbox's own CPU limit adds what the interpreter, torch's import and the
+// checkpoint need outside the loop.
+const (
+	BackstopMillis         = 2_000
+	StartupAllowanceMillis = 10_000
 )
 
 // Machine runs the task's programs in the sandbox. The zero value uses
@@ -81,8 +106,15 @@ type Training struct {
 	// Status is RunCompleted or why the run failed; Detail explains it.
 	Status string
 	Detail string
-	// Steps is the number of optimizer steps completed.
+	// Steps is the number of optimizer steps completed (within the budget);
+	// Stop says why a completed run stopped (StopHorizon, StopBudget).
 	Steps int
+	Stop  string
+	// CPUMillis is the CPU time of the training loop, from the optimizer's
+	// construction to the end of the last step (a discarded one included),
+	// as the trainer measured it; for a run the backstop ended, the whole
+	// process's CPU time, as the sandbox measured it.
+	CPUMillis int64
 	// Checkpoint holds the trainer's checkpoint bytes, not yet validated.
 	Checkpoint []byte
 	// LoopMicros and CPUMicros are the trainer's own wall and CPU time of the
@@ -95,6 +127,7 @@ type Training struct {
 type trainerResult struct {
 	Status     string `json:"status"`
 	Steps      int    `json:"steps"`
+	Stop       string `json:"stop"`
 	DivergedAt int    `json:"diverged_at"`
 	Error      string `json:"error"`
 	CPUMicros  int64  `json:"cpu_micros"`
@@ -123,6 +156,7 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		args = append(args, strconv.Itoa(steps))
 		budget *= 4 // a re-run is not held to the budget, only bounded
 	}
+	cpuLimit := budget + BackstopMillis + StartupAllowanceMillis
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Args: args,
 		Env:  env,
@@ -132,8 +166,8 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		},
 		OutputDir: filepath.Join(out, "out"),
 		Limits: sandbox.Limits{
-			WallMillis:  4*budget + 120_000,
-			CPUMillis:   budget + 60_000,
+			WallMillis:  4*cpuLimit + 60_000,
+			CPUMillis:   cpuLimit,
 			MemoryBytes: m.memory(),
 			Processes:   64,
 			OutputBytes: spec.CheckpointBytes() + 1<<20,
@@ -179,6 +213,10 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 			t.Status, t.Detail = RunInfra, "the trainer could not start: "+lastLine(res.Stderr)
 			return t, nil
 		}
+		if steps == 0 && res.Signal == int(syscall.SIGXCPU) {
+			t.Status, t.Detail, t.CPUMillis = RunOverBudget, fmt.Sprintf("a step was still running when the CPU backstop (1 to 2 s past the %d ms budget) ended the run", budget), res.CPUMillis
+			return t, nil
+		}
 		t.Status, t.Detail = RunCrashed, fmt.Sprintf("the trainer died (exit %d, signal %d)", res.ExitCode, res.Signal)
 		return t, nil
 	}
@@ -189,7 +227,7 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		t.Status, t.Detail = RunBadResult, "result.json is malformed"
 		return t, nil
 	}
-	t.Steps, t.LoopMicros, t.CPUMicros = r.Steps, r.LoopMicros, r.CPUMicros
+	t.Steps, t.Stop, t.LoopMicros, t.CPUMicros, t.CPUMillis = r.Steps, r.Stop, r.LoopMicros, r.CPUMicros, r.CPUMicros/1000
 	limit := spec.Training.HorizonSteps
 	if steps > 0 {
 		limit = steps
@@ -215,6 +253,11 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 	}
 	if res.Class != sandbox.ClassOK {
 		t.Status, t.Detail = RunCrashed, fmt.Sprintf("the trainer exited with status %d", res.ExitCode)
+		return t, nil
+	}
+	if want := map[bool]string{true: stopSteps, false: StopHorizon}[steps > 0]; r.Stop != want && (steps > 0 || r.Stop != StopBudget) ||
+		r.Stop != StopBudget && r.Steps != limit {
+		t.Status, t.Detail = RunBadResult, fmt.Sprintf("stop %q after %d steps is not a way this run ends", identifier(r.Stop), r.Steps)
 		return t, nil
 	}
 	ck, err := readBounded(filepath.Join(out, "out", CheckpointFile), spec.CheckpointBytes())

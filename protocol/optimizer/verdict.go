@@ -76,7 +76,7 @@ func (v Verdict) Details() []protocol.Detail {
 			loss = fmt.Sprintf("%d micro-nats", *r.HeldOutLossMicroNats)
 		}
 		out = append(out, protocol.Detail{Label: fmt.Sprintf("run %d", r.Index),
-			Value: fmt.Sprintf("seed %d, %s, %d/%d steps, held-out loss %s, cleared %t", r.Seed, r.Status, r.Steps, v.HorizonSteps, loss, r.Cleared)})
+			Value: fmt.Sprintf("seed %d, %s, %d/%d steps%s, held-out loss %s, cleared %t", r.Seed, r.Status, r.Steps, v.HorizonSteps, cpuText(r), loss, r.Cleared)})
 		if r.Checkpoint != "" {
 			out = append(out, protocol.Detail{Label: fmt.Sprintf("run %d checkpoint", r.Index), Value: r.Checkpoint.String()})
 		}
@@ -100,8 +100,15 @@ type Run struct {
 	Status string `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	// Steps is the number of optimizer steps the budget allowed, at most the
-	// horizon; replay --retrain re-runs exactly this many.
-	Steps int `json:"steps"`
+	// horizon; replay --retrain re-runs exactly this many. Stop says why a
+	// completed run stopped: StopHorizon when Steps is the horizon, else
+	// StopBudget. CPUMillis is the CPU time the run used (the training
+	// loop's, as the trainer measured it; a run the backstop ended: the
+	// process's, as the sandbox measured it), 0 and omitted when the run did
+	// not get that far. Steps and CPUMillis are the validator's measurements.
+	Steps     int    `json:"steps"`
+	Stop      string `json:"stop,omitempty"`
+	CPUMillis int64  `json:"cpu_millis,omitempty"`
 	// Checkpoint is the signed checkpoint artifact, CheckpointContent the
 	// SHA-256 of its safetensors bytes.
 	Checkpoint        digest.Digest `json:"checkpoint,omitempty"`
@@ -153,12 +160,31 @@ func Prepare(p Params, c Case, round protocol.Round) (Params, error) {
 	return p, nil
 }
 
+// cpuText is a run's CPU time for text output.
+func cpuText(r Run) string {
+	switch {
+	case r.Stop == StopBudget:
+		return fmt.Sprintf(" (budget reached after %d CPU ms)", r.CPUMillis)
+	case r.CPUMillis > 0:
+		return fmt.Sprintf(" in %d CPU ms", r.CPUMillis)
+	}
+	return ""
+}
+
 // beaconText is a beacon for text output.
 func beaconText(b rollouts.Beacon) string {
 	if b.Verified {
 		return b.Source + " (verified)"
 	}
 	return b.Source + " (unverified)"
+}
+
+// stopOf is why a completed run of steps steps stopped.
+func stopOf(steps int, spec Spec) string {
+	if steps == spec.Training.HorizonSteps {
+		return StopHorizon
+	}
+	return StopBudget
 }
 
 // Case is one evaluation (protocol.Case).
@@ -316,7 +342,7 @@ func (p Params) train(ctx context.Context, c Case, w *workspace, i int) (Run, er
 	if err != nil {
 		return r, err
 	}
-	r.Status, r.Detail, r.Steps = t.Status, t.Detail, t.Steps
+	r.Status, r.Detail, r.Steps, r.CPUMillis = t.Status, t.Detail, t.Steps, t.CPUMillis
 	if t.Status != RunCompleted {
 		return r, nil
 	}
@@ -328,6 +354,7 @@ func (p Params) train(ctx context.Context, c Case, w *workspace, i int) (Run, er
 		}
 		return r, nil
 	}
+	r.Stop = stopOf(r.Steps, w.spec)
 	rec := CheckpointRecord{Task: c.Refs.Task, Submission: c.Refs.Submission.Digest, Run: i, Seed: r.Seed, Steps: r.Steps,
 		Content: bundle.Content{Type: "file", Name: CheckpointFile, Digest: r.CheckpointContent, Size: int64(len(t.Checkpoint))}}
 	layer, err := bundle.PushData(ctx, c.Store, CheckpointFile, t.Checkpoint)
