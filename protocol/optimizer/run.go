@@ -106,10 +106,8 @@ type Training struct {
 	// Status is RunCompleted or why the run failed; Detail explains it.
 	Status string
 	Detail string
-	// Steps is the number of optimizer steps completed (within the budget);
-	// Stop says why a completed run stopped (StopHorizon, StopBudget).
+	// Steps is the number of optimizer steps completed (within the budget).
 	Steps int
-	Stop  string
 	// CPUMillis is the CPU time of the training loop, from the optimizer's
 	// construction to the end of the last step (a discarded one included),
 	// as the trainer measured it; for a run the backstop ended, the whole
@@ -227,7 +225,7 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		t.Status, t.Detail = RunBadResult, "result.json is malformed"
 		return t, nil
 	}
-	t.Steps, t.Stop, t.LoopMicros, t.CPUMicros, t.CPUMillis = r.Steps, r.Stop, r.LoopMicros, r.CPUMicros, r.CPUMicros/1000
+	t.Steps, t.LoopMicros, t.CPUMicros, t.CPUMillis = r.Steps, r.LoopMicros, r.CPUMicros, r.CPUMicros/1000
 	limit := spec.Training.HorizonSteps
 	if steps > 0 {
 		limit = steps
@@ -255,8 +253,7 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		t.Status, t.Detail = RunCrashed, fmt.Sprintf("the trainer exited with status %d", res.ExitCode)
 		return t, nil
 	}
-	if want := map[bool]string{true: stopSteps, false: StopHorizon}[steps > 0]; r.Stop != want && (steps > 0 || r.Stop != StopBudget) ||
-		r.Stop != StopBudget && r.Steps != limit {
+	if !trainerStopped(r.Stop, r.Steps, steps, limit) {
 		t.Status, t.Detail = RunBadResult, fmt.Sprintf("stop %q after %d steps is not a way this run ends", identifier(r.Stop), r.Steps)
 		return t, nil
 	}
@@ -267,6 +264,19 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 	}
 	t.Status, t.Checkpoint = RunCompleted, ck
 	return t, nil
+}
+
+// trainerStopped reports whether a trainer's stop and step count are a way
+// its run ends: a re-run (fixed > 0) after exactly its steps; a run to the
+// horizon after limit steps; a run the budget stopped after any number.
+func trainerStopped(stop string, got, fixed, limit int) bool {
+	switch {
+	case fixed > 0:
+		return stop == stopSteps && got == limit
+	case stop == StopHorizon:
+		return got == limit
+	}
+	return stop == StopBudget
 }
 
 // HeldOut is what one held-out evaluation produced.

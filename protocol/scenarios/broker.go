@@ -120,9 +120,7 @@ func (b *workspaceBroker) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "the workspace call could not run", http.StatusServiceUnavailable)
 		return
 	}
-	out, _ := json.Marshal(ans)
-	rw.Header().Set("Content-Type", "application/json")
-	rw.Write(out)
+	writeJSON(rw, ans)
 }
 
 // failed reports the infrastructure failure that voided the verification, if any.
@@ -198,8 +196,13 @@ func (controlBroker) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.Copy(io.Discard, io.LimitReader(r.Body, maxBrokerRequest+1))
+	writeJSON(rw, brokerAnswer{ExitCode: 1, Stopped: "the control run runs no workspace code"})
+}
+
+// writeJSON answers a call on a sandbox's socket with v as JSON.
+func writeJSON(rw http.ResponseWriter, v any) {
+	out, _ := json.Marshal(v)
 	rw.Header().Set("Content-Type", "application/json")
-	out, _ := json.Marshal(brokerAnswer{ExitCode: 1, Stopped: "the control run runs no workspace code"})
 	rw.Write(out)
 }
 

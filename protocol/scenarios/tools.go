@@ -71,9 +71,7 @@ func (t *toolRunner) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	t.mu.Lock()
 	result := t.call(req)
 	t.mu.Unlock()
-	b, _ := json.Marshal(map[string]string{"result": result})
-	rw.Header().Set("Content-Type", "application/json")
-	rw.Write(b)
+	writeJSON(rw, map[string]string{"result": result})
 }
 
 // failed reports the infrastructure failure that ended the tool calls, if any.
