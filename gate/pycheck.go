@@ -430,9 +430,16 @@ func codingName(comment string) (string, bool) {
 }
 
 // enter tracks nesting depth; it reports false (once) when the limit is
-// passed, and the caller must then not descend.
-func (c *pyChecker) enter(n *sitter.Node) bool {
-	c.depth++
+// passed, and the caller must then not descend. Either way the caller ends
+// the level with leave.
+func (c *pyChecker) enter(n *sitter.Node) bool { return c.deepen(n, 1) }
+
+// deepen adds levels to the nesting depth, as enter adds one. An attribute
+// chain a.b.c is one node here but nests as deeply as a(b(c)) for CPython,
+// so each attribute after the first is a level; the caller takes them off
+// again whatever deepen reports.
+func (c *pyChecker) deepen(n *sitter.Node, levels int) bool {
+	c.depth += levels
 	if c.depth > c.limits.MaxNestingDepth {
 		if !c.depthReported {
 			c.depthReported = true
@@ -1232,11 +1239,12 @@ func (c *pyChecker) checkTarget(t *sitter.Node, sc *scope) {
 	case "identifier":
 		c.checkBind(t)
 	case "attribute":
-		if c.checkMutation(t, sc) {
-			names, root := flattenAttr(c, t)
+		names, root := flattenAttr(c, t)
+		if c.deepen(t, len(names)-1) && c.checkMutation(t, sc) {
 			c.checkObjectAttrs(root, names, t, sc)
 			c.checkExpr(root, sc)
 		}
+		c.depth -= len(names) - 1
 	case "subscript":
 		if c.checkMutation(t, sc) {
 			c.checkExpr(t, sc)
@@ -1377,7 +1385,10 @@ func (c *pyChecker) checkExpr(n *sitter.Node, sc *scope) {
 		c.checkName(n, sc)
 	case "attribute":
 		names, root := flattenAttr(c, n)
-		c.checkChain(root, names, n, sc)
+		if c.deepen(n, len(names)-1) {
+			c.checkChain(root, names, n, sc)
+		}
+		c.depth -= len(names) - 1
 	case "call":
 		c.checkCall(n, sc)
 	case "string":
@@ -1481,8 +1492,10 @@ func (c *pyChecker) checkObjectAttrs(root *sitter.Node, names []string, at *sitt
 			if !own {
 				c.report(RulePrivateAttribute, at, "private attribute %s (allowed only as self.NAME in a method, for names the class defines)", nm)
 			}
-		case attrDenied(nm):
-			c.report(RuleForbiddenAttribute, at, "attribute %s is not allowed", nm)
+		default:
+			if why := attrDenied(nm); why != "" {
+				c.report(RuleForbiddenAttribute, at, "attribute %s is not allowed: %s", nm, why)
+			}
 		}
 	}
 }

@@ -143,10 +143,23 @@ socket io inspect shutil pathlib hub jit ops classes library utils cpp_extension
 load_inline distributed serialization
 `)
 
+// graphAttrs are the autograd graph and hook surfaces, refused on any object
+// too: through them a tensor leads to the graph that produced it (grad_fn,
+// next_functions, variable, saved_tensors, metadata), code runs outside
+// step() (backward, retain_grad, requires_grad_ with a hook), or a process's
+// addresses become numbers (data_ptr). Every register_ method is refused by
+// prefix (deniedAttrPrefixes).
+var graphAttrs = setOf(`
+grad_fn next_functions variable saved_tensors saved_variables metadata
+backward retain_grad requires_grad_ data_ptr
+`)
+
 // deniedAttrPrefixes are prefixes of attribute names refused on any object:
-// they name the frame, code, traceback and generator internals from which the
-// interpreter's globals and builtins can be reached without a dunder.
-var deniedAttrPrefixes = []string{"gi_", "cr_", "ag_", "f_", "tb_", "co_", "func_", "im_"}
+// the frame, code, traceback and generator internals from which the
+// interpreter's globals and builtins can be reached without a dunder, and
+// register_, the prefix of every hook registration (register_hook,
+// register_prehook, register_forward_hook, register_step_pre_hook …).
+var deniedAttrPrefixes = []string{"gi_", "cr_", "ag_", "f_", "tb_", "co_", "func_", "im_", "register_"}
 
 // allowedDunderMethods are the dunder method names a class may define, and the
 // dunder attributes that may be read on super().
@@ -195,16 +208,19 @@ func isASCIIIdent(s string) bool {
 	return true
 }
 
-// attrDenied reports whether an attribute name is refused on any object, and
-// why.
-func attrDenied(name string) bool {
+// attrDenied reports why an attribute name is refused on any object, or ""
+// when it is not.
+func attrDenied(name string) string {
+	if graphAttrs[name] || strings.HasPrefix(name, "register_") {
+		return "it reaches the autograd graph, a hook or an address; an update rule sees only its tensors and their gradients"
+	}
 	if deniedAttrs[name] {
-		return true
+		return "it reaches files, code, serialization or the interpreter"
 	}
 	for _, p := range deniedAttrPrefixes {
 		if strings.HasPrefix(name, p) {
-			return true
+			return "it reaches the interpreter's frames or code"
 		}
 	}
-	return false
+	return ""
 }

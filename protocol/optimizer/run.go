@@ -243,7 +243,10 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		t.Status, t.Detail = RunCrashed, "the optimizer raised "+identifier(r.Error)
 		return t, nil
 	case "hooks":
-		t.Status, t.Detail = RunForbiddenHook, "the optimizer registered a hook on a parameter; it sees gradients through step() only"
+		t.Status, t.Detail = RunForbiddenHook, "the optimizer registered a hook; it sees gradients through step() only"
+		if r.Error == "graph" {
+			t.Detail = "the optimizer put its tensors into an autograd graph or hooked them; it sees gradients through step() only"
+		}
 		return t, nil
 	default:
 		t.Status, t.Detail = RunBadResult, "unknown trainer status"
