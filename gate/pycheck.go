@@ -44,6 +44,7 @@ const (
 	RuleSharedState         = "shared-state"
 	RuleDynamicAttribute    = "dynamic-attribute"
 	RuleClassReference      = "class-reference"
+	RuleUninitialized       = "uninitialized-memory"
 )
 
 // maxSyntaxReports bounds the syntax violations reported for one file.
@@ -1356,6 +1357,22 @@ func (c *pyChecker) importChain(root *sitter.Node, names []string) string {
 	return strings.Join(append([]string{c.imports[c.text(root)]}, names...), ".")
 }
 
+// canonical returns the dotted path an imported name or a chain below one
+// stands for (Tensor -> torch.Tensor), or "" for any other expression.
+func (c *pyChecker) canonical(n *sitter.Node, sc *scope) string {
+	switch n.Kind() {
+	case "identifier":
+		if c.isImport(c.text(n), sc) {
+			return c.imports[c.text(n)]
+		}
+	case "attribute":
+		if names, root := flattenAttr(c, n); root.Kind() == "identifier" && c.isImport(c.text(root), sc) {
+			return c.importChain(root, names)
+		}
+	}
+	return ""
+}
+
 // flattenAttr turns a.b.c into (["b", "c"], a).
 func flattenAttr(c *pyChecker, n *sitter.Node) ([]string, *sitter.Node) {
 	var rev []string
@@ -1455,6 +1472,10 @@ func (c *pyChecker) checkChain(root *sitter.Node, names []string, at *sitter.Nod
 				return
 			}
 		}
+		if uninitializedTorch[full] {
+			c.report(RuleUninitialized, at, "%s returns uninitialized memory, which differs from one process to the next; use torch.zeros or torch.zeros_like", full)
+			return
+		}
 		canon := c.imports[c.text(root)]
 		allowed := false
 		switch {
@@ -1492,6 +1513,8 @@ func (c *pyChecker) checkObjectAttrs(root *sitter.Node, names []string, at *sitt
 			if !own {
 				c.report(RulePrivateAttribute, at, "private attribute %s (allowed only as self.NAME in a method, for names the class defines)", nm)
 			}
+		case uninitializedAttrs[nm]:
+			c.report(RuleUninitialized, at, "%s can return uninitialized memory, which differs from one process to the next; use new_zeros, zeros_like or copy_", nm)
 		default:
 			if why := attrDenied(nm); why != "" {
 				c.report(RuleForbiddenAttribute, at, "attribute %s is not allowed: %s", nm, why)
@@ -1510,6 +1533,9 @@ func (c *pyChecker) checkCall(n *sitter.Node, sc *scope) {
 	}
 	if fn != nil {
 		c.classOK[fn.Id()] = true
+		if c.canonical(fn, sc) == "torch.Tensor" {
+			c.report(RuleUninitialized, n, "calling torch.Tensor can return uninitialized memory, which differs from one process to the next; use torch.tensor or torch.zeros")
+		}
 	}
 	if fn != nil && fn.Kind() == "identifier" && (c.text(fn) == "isinstance" || c.text(fn) == "issubclass") &&
 		!sc.local(c.text(fn)) && args != nil && args.Kind() == "argument_list" {

@@ -70,7 +70,7 @@ float32 float64 float16 bfloat16 float double half
 int8 int16 int32 int64 int long short uint8 bool complex64 complex128 cfloat cdouble
 inf nan e pi contiguous_format preserve_format
 tensor as_tensor scalar_tensor zeros zeros_like ones ones_like full full_like
-empty empty_like eye arange linspace logspace
+eye arange linspace logspace
 rand rand_like randn randn_like randint randint_like randperm bernoulli normal
 abs absolute sqrt rsqrt square exp exp2 expm1 log log2 log10 log1p
 sign sgn signbit neg negative reciprocal pow float_power
@@ -145,14 +145,29 @@ load_inline distributed serialization
 
 // graphAttrs are the autograd graph and hook surfaces, refused on any object
 // too: through them a tensor leads to the graph that produced it (grad_fn,
-// next_functions, variable, saved_tensors, metadata), code runs outside
-// step() (backward, retain_grad, requires_grad_ with a hook), or a process's
-// addresses become numbers (data_ptr). Every register_ method is refused by
-// prefix (deniedAttrPrefixes).
+// next_functions, variable, saved_tensors, metadata) or code runs outside
+// step() (backward, retain_grad, requires_grad_ with a hook). Every
+// register_ method is refused by prefix (deniedAttrPrefixes).
 var graphAttrs = setOf(`
 grad_fn next_functions variable saved_tensors saved_variables metadata
-backward retain_grad requires_grad_ data_ptr
+backward retain_grad requires_grad_
 `)
+
+// uninitializedTorch are the torch functions that return uninitialized
+// memory. Its contents are whatever the process freed before, including
+// allocator bookkeeping that glibc randomizes per process, so they differ
+// from one process to the next even without address-space randomization.
+var uninitializedTorch = setOf(`torch.empty torch.empty_like torch.empty_strided`)
+
+// uninitializedAttrs are the tensor methods that return or expose
+// uninitialized memory (resize_ grows a tensor without filling it; set_()
+// and new(size) make tensors over fresh storage).
+var uninitializedAttrs = setOf(`new_empty new_empty_strided resize_ resize_as_ set_ new`)
+
+// processAttrs differ from one process to the next whatever the inputs: an
+// address as a number (data_ptr) and a generator seeded from the operating
+// system's entropy (seed). Training must be a function of its inputs.
+var processAttrs = setOf(`data_ptr seed`)
 
 // deniedAttrPrefixes are prefixes of attribute names refused on any object:
 // the frame, code, traceback and generator internals from which the
@@ -212,7 +227,10 @@ func isASCIIIdent(s string) bool {
 // when it is not.
 func attrDenied(name string) string {
 	if graphAttrs[name] || strings.HasPrefix(name, "register_") {
-		return "it reaches the autograd graph, a hook or an address; an update rule sees only its tensors and their gradients"
+		return "it reaches the autograd graph or a hook; an update rule sees only its tensors and their gradients"
+	}
+	if processAttrs[name] {
+		return "it differs from one process to the next; training must be a function of its inputs"
 	}
 	if deniedAttrs[name] {
 		return "it reaches files, code, serialization or the interpreter"

@@ -70,9 +70,9 @@ func BenchmarkTraining(b *testing.B) {
 
 		out := b.TempDir()
 		start = time.Now()
-		cmd := exec.Command(optimizer.DefaultPython, "-I", "-B", filepath.Join(taskDir, spec.Entry.Train), taskDir,
+		cmd := exec.Command(optimizer.Setarch, "-R", optimizer.DefaultPython, "-s", "-P", "-B", filepath.Join(taskDir, spec.Entry.Train), taskDir,
 			filepath.Join(subDir, "optimizer.py"), out, strconv.FormatInt(derived.Seeds[0], 10), "300")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + out, "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "LC_ALL=C.UTF-8"}
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + out, "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "LC_ALL=C.UTF-8", "PYTHONHASHSEED=0"}
 		if o, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("direct run: %v\n%s", err, o)
 		}

@@ -235,6 +235,29 @@ func TestInfraError(t *testing.T) {
 			t.Fatalf("%s %s %q, want infra_error naming the module", v.Status, v.Reason, v.Detail)
 		}
 	})
+	// A machine whose trainer process keeps a per-process source open (here:
+	// the trainer is told the string hash seed is not fixed) is the
+	// validator's failure, found before the submission is imported.
+	t.Run("unfixed", func(t *testing.T) {
+		w := newWorld(t, func(dir string) {
+			p := filepath.Join(dir, "train.py")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := strings.Replace(string(b), "    if sys.flags.hash_randomization:", "    if True:", 1)
+			if src == string(b) {
+				t.Fatal("the trainer's hash seed check moved")
+			}
+			if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+		v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
+		if v.Status != protocol.VerdictInfraError || !strings.Contains(v.Detail, "not reproducible here (hash_seed)") {
+			t.Fatalf("%s %s %q, want infra_error naming the hash seed", v.Status, v.Reason, v.Detail)
+		}
+	})
 	w := newWorld(t, nil)
 	v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))),
 		evaluate.Options{Optimizer: optimizer.Params{Machine: optimizer.Machine{Python: "/usr/bin/python3-missing"}}})

@@ -97,9 +97,40 @@ func (m Machine) memory() int64 {
 }
 
 // env is the complete environment of the task's programs: one thread for
-// every math library, nothing from the host.
+// every math library, a fixed string hash seed, nothing from the host.
 var env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1",
-	"OPENBLAS_NUM_THREADS=1", "LC_ALL=C.UTF-8"}
+	"OPENBLAS_NUM_THREADS=1", "LC_ALL=C.UTF-8", "PYTHONHASHSEED=0"}
+
+// Setarch is util-linux's setarch, on every Debian system. The trainer runs
+// under "setarch -R", which sets the ADDR_NO_RANDOMIZE personality: the
+// interpreter then gets the same addresses in every process, so an object's
+// address (in a method's or a generator's text, in the order of a set of
+// objects) is a function of the run's inputs too.
+const Setarch = "/usr/bin/setarch"
+
+// trainerArgs starts the trainer so that training is a function of the
+// submission, the task, the seed and the steps (docs/OPTIMIZER.md §3,
+// "Reproducible training"): no address-space randomization, and the
+// interpreter without -E, which would ignore PYTHONHASHSEED. Nothing else
+// of the host's environment reaches it (env is complete), and -s -P -B keep
+// the user's site directory, the script's directory and bytecode files out,
+// as -I would. The trainer checks all three settings before it imports the
+// submission.
+func (m Machine) trainerArgs(script string, args ...string) []string {
+	return append([]string{Setarch, "-R", m.python(), "-s", "-P", "-B", script}, args...)
+}
+
+// missing reports, as the validator's failure, a machine without the
+// interpreter or setarch, before any sandbox starts.
+func (m Machine) missing() string {
+	if _, err := os.Stat(m.python()); err != nil {
+		return "the validator's python interpreter is missing"
+	}
+	if _, err := os.Stat(Setarch); err != nil {
+		return "the validator has no setarch (util-linux)"
+	}
+	return ""
+}
 
 // Training is what one sandboxed training run produced.
 type Training struct {
@@ -139,6 +170,9 @@ type trainerResult struct {
 // recorded run). The returned error is reserved for the caller's mistakes;
 // validator-side failures are a Training with Status RunInfra.
 func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, seed int64, steps int) (Training, error) {
+	if why := m.missing(); why != "" {
+		return Training{Status: RunInfra, Detail: why}, nil
+	}
 	out, err := os.MkdirTemp("", "feval-train-")
 	if err != nil {
 		return Training{}, err
@@ -147,8 +181,8 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 	if err := os.Mkdir(filepath.Join(out, "out"), 0o700); err != nil {
 		return Training{}, err
 	}
-	args := []string{m.python(), "-I", "-B", path.Join(taskMount, spec.Entry.Train), taskMount,
-		path.Join(submissionMount, "optimizer.py"), sandbox.OutputPath, strconv.FormatInt(seed, 10)}
+	args := m.trainerArgs(path.Join(taskMount, spec.Entry.Train), taskMount,
+		path.Join(submissionMount, "optimizer.py"), sandbox.OutputPath, strconv.FormatInt(seed, 10))
 	budget := spec.Training.BudgetCPUMillis
 	if steps > 0 {
 		args = append(args, strconv.Itoa(steps))
@@ -241,6 +275,11 @@ func (m Machine) Train(ctx context.Context, spec Spec, taskDir, subDir string, s
 		return t, nil
 	case "crashed":
 		t.Status, t.Detail = RunCrashed, "the optimizer raised "+identifier(r.Error)
+		return t, nil
+	case "unfixed":
+		// Reported before the submission is imported: the validator's
+		// machine does not give the trainer a reproducible process.
+		t.Status, t.Detail = RunInfra, "the trainer's process is not reproducible here ("+identifier(r.Error)+")"
 		return t, nil
 	case "hooks":
 		t.Status, t.Detail = RunForbiddenHook, "the optimizer registered a hook; it sees gradients through step() only"
