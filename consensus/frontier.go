@@ -36,6 +36,27 @@ type Runs struct {
 	BaselineMicroNats int64 `json:"baseline_micro_nats"`
 	// Verdicts are the verdicts the runs come from, sorted.
 	Verdicts []digest.Digest `json:"verdicts"`
+	// Reconciled lists the runs whose verdicts disagree (different steps
+	// or losses, as for a run the budget stopped on machines that counted
+	// differently; docs/OPTIMIZER.md §3, "Step reconciliation"), in the
+	// order of Runs. The higher loss counted for each.
+	Reconciled []Reconciled `json:"reconciled"`
+}
+
+// Reconciled is one run that several verdicts report differently.
+type Reconciled struct {
+	Submission digest.Digest `json:"submission"`
+	RunIndex   uint64        `json:"run_index"`
+	// Reports are every verdict's report of the run, by verdict digest.
+	Reports []RunReport `json:"reports"`
+}
+
+// RunReport is what one verdict says of a run.
+type RunReport struct {
+	Verdict       digest.Digest `json:"verdict"`
+	Steps         int           `json:"steps"`
+	Stop          string        `json:"stop"`
+	LossMicroNats int64         `json:"loss_micro_nats"`
 }
 
 // RunsFromVerdicts turns the signed optimizer verdicts of a round held in st
@@ -45,8 +66,9 @@ type Runs struct {
 // the entry's submission and miner, and passed; each of their runs with a
 // held-out loss becomes a run (run_index = the run's index, author = the
 // miner). When several verdicts report the same run, the higher loss counts:
-// a frontier move must hold for every validator that reported it. Runs are
-// ordered by at_sec, then submission, then run index.
+// a frontier move must hold for every validator that reported it; runs they
+// report differently are listed in Reconciled. Runs are ordered by at_sec,
+// then submission, then run index.
 func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs, error) {
 	round, err := loadRound(ctx, st, req.Round)
 	if err != nil {
@@ -88,7 +110,8 @@ func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs,
 		idx uint64
 	}
 	runs := map[key]scoring.Run{}
-	out := Runs{BaselineMicroNats: spec.BaselineMicroNats, Verdicts: []digest.Digest{}, Runs: []scoring.Run{}}
+	reports := map[key][]RunReport{}
+	out := Runs{BaselineMicroNats: spec.BaselineMicroNats, Verdicts: []digest.Digest{}, Runs: []scoring.Run{}, Reconciled: []Reconciled{}}
 	for _, c := range cands {
 		signers, err := validSigners(ctx, st, c.desc, c.sigs)
 		if err != nil {
@@ -127,6 +150,7 @@ func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs,
 				run.AtSec = max(run.AtSec, prev.AtSec)
 			}
 			runs[k] = run
+			reports[k] = append(reports[k], RunReport{Verdict: c.desc.Digest, Steps: r.Steps, Stop: r.Stop, LossMicroNats: *r.HeldOutLossMicroNats})
 			used = true
 		}
 		if used {
@@ -140,6 +164,13 @@ func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs,
 		return cmp.Or(cmp.Compare(a.AtSec, b.AtSec), cmp.Compare(a.Submission, b.Submission), cmp.Compare(a.RunIndex, b.RunIndex))
 	})
 	slices.Sort(out.Verdicts)
+	for _, r := range out.Runs {
+		rs := reports[key{r.Submission, r.RunIndex}]
+		if slices.ContainsFunc(rs, func(x RunReport) bool { return x.Steps != rs[0].Steps || x.LossMicroNats != rs[0].LossMicroNats }) {
+			slices.SortFunc(rs, func(a, b RunReport) int { return cmp.Compare(a.Verdict, b.Verdict) })
+			out.Reconciled = append(out.Reconciled, Reconciled{Submission: r.Submission, RunIndex: r.RunIndex, Reports: rs})
+		}
+	}
 	return out, ctx.Err()
 }
 

@@ -15,7 +15,8 @@ import (
 )
 
 // TestRunsFromVerdicts turns signed optimizer verdicts into frontier runs: the
-// higher loss of two validators counts, untrusted and unsigned verdicts and
+// higher loss of two validators counts (and the runs they report differently
+// are listed as reconciled), untrusted and unsigned verdicts and
 // rejected ones do not, at_sec is the reveal's first-seen time after launch,
 // and the fold confirms the submission whose two runs clear the bar.
 func TestRunsFromVerdicts(t *testing.T) {
@@ -80,6 +81,21 @@ func TestRunsFromVerdicts(t *testing.T) {
 	for i := range want {
 		if got.Runs[i] != want[i] {
 			t.Errorf("run %d: got %+v, want %+v", i, got.Runs[i], want[i])
+		}
+	}
+	// The two validators report a's runs differently (as two machines whose
+	// budget allowed different steps would): each run is listed with both
+	// reports; b's single trusted report is not.
+	if len(got.Reconciled) != 2 || got.Reconciled[0].Submission != a || got.Reconciled[0].RunIndex != 0 || got.Reconciled[1].RunIndex != 1 {
+		t.Fatalf("reconciled: %+v", got.Reconciled)
+	}
+	for i, r := range got.Reconciled {
+		if len(r.Reports) != 2 {
+			t.Fatalf("reconciled run %d: %+v", i, r.Reports)
+		}
+		l0, l1 := r.Reports[0].LossMicroNats, r.Reports[1].LossMicroNats
+		if min(l0, l1) != []int64{380_000, 390_000}[i] || max(l0, l1) != got.Runs[i+1].LossMicroNats {
+			t.Errorf("reconciled run %d: %+v", i, r.Reports)
 		}
 	}
 	h, err := scoring.FoldFrontier(got.BaselineMicroNats, got.Runs, scoring.DefaultRules().Frontier)

@@ -148,6 +148,9 @@ type Finding struct {
 	Recorded   string `json:"recorded"`
 	Recomputed string `json:"recomputed"`
 	Equal      bool   `json:"equal,omitempty"`
+	// Unchecked marks a recorded observation the replay took as recorded
+	// without re-deriving it (Recomputed says why, and how to check it).
+	Unchecked bool `json:"unchecked,omitempty"`
 }
 
 // Detail is one labelled line of a verdict's text rendering.

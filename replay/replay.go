@@ -26,6 +26,10 @@ import (
 const (
 	Identical = "identical"
 	Differs   = "differs"
+	// Unchecked: the regenerated verdict is identical, but the driver took
+	// some of the verdict's observations as recorded without re-deriving
+	// them (Result.Unchecked says which, and how to check them).
+	Unchecked = "unchecked"
 )
 
 // ErrUntrusted reports a verdict signed by none of the keys the auditor trusts.
@@ -53,6 +57,9 @@ type Result struct {
 	// Checks are what the driver re-derived outside the record and found
 	// equal (for example retrained checkpoints).
 	Checks []Diff `json:"checks"`
+	// Unchecked are the observations the driver took as recorded (for
+	// example a failed training run, without --retrain).
+	Unchecked []Diff `json:"unchecked"`
 	// Skipped lists the verdict's signatures that did not count (not by a
 	// trusted key, or not readable as feval signatures).
 	Skipped []bundle.SignatureCheck `json:"skipped"`
@@ -171,7 +178,7 @@ func NewSession(st cas.Store, trusted []*bundle.PublicKey, opts evaluate.Options
 func (s *Session) Run(ctx context.Context, verdict ocispec.Descriptor) (Result, error) {
 	st, trusted, opts := s.st, s.trusted, s.opts
 	ctx = protocol.WithTaskTrees(ctx, s.trees)
-	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Skipped: []bundle.SignatureCheck{}}
+	res := Result{Verdict: verdict.Digest, Diffs: []Diff{}, Checks: []Diff{}, Unchecked: []Diff{}, Skipped: []bundle.SignatureCheck{}}
 	if len(trusted) == 0 {
 		return res, ErrNoTrustedKeys
 	}
@@ -263,9 +270,12 @@ func (s *Session) Run(ctx context.Context, verdict ocispec.Descriptor) (Result, 
 	res.Recomputed = enc.Desc.Digest
 	for _, f := range findings {
 		d := Diff{Path: f.Path, Recorded: f.Recorded, Recomputed: f.Recomputed}
-		if f.Equal {
+		switch {
+		case f.Equal:
 			res.Checks = append(res.Checks, d)
-		} else {
+		case f.Unchecked:
+			res.Unchecked = append(res.Unchecked, d)
+		default:
 			res.Diffs = append(res.Diffs, d)
 		}
 	}
@@ -285,6 +295,9 @@ func (s *Session) Run(ctx context.Context, verdict ocispec.Descriptor) (Result, 
 	}
 	if enc.Desc.Digest == verdict.Digest && len(res.Diffs) == 0 {
 		res.Outcome = Identical
+		if len(res.Unchecked) > 0 {
+			res.Outcome = Unchecked
+		}
 		return res, nil
 	}
 	res.Outcome = Differs

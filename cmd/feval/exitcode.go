@@ -26,6 +26,7 @@ const (
 	exitDiffers     = 5 // replay regenerated a different verdict
 	exitRejected    = 6 // a submission failed a protocol check
 	exitUnavailable = 7 // a registry, sandbox or other service could not be used
+	exitUnchecked   = 8 // replay regenerated the verdict but left observations unchecked
 )
 
 var exitCodeHelp = `EXIT CODES:
@@ -37,6 +38,7 @@ var exitCodeHelp = `EXIT CODES:
    5  replay differs: the regenerated verdict is not identical
    6  rejected: a submission failed a protocol check
    7  unavailable: registry unreachable or sandbox unavailable
+   8  replay unchecked: identical as far as it went; recorded outcomes not re-run
 `
 
 // usageError is a mistake in how feval was invoked.
@@ -83,18 +85,20 @@ func exitCode(err error) int {
 
 // batchExitCode is the exit code of a command that handled several items
 // (feval evaluate REVEAL..., feval replay DIGEST...), given the code each
-// item alone exits with: 0 when every item succeeded; 6 (rejected) or 5
-// (differs) when every item got its answer and some are that; otherwise the
-// code of the first item that got no answer.
+// item alone exits with: 0 when every item succeeded; when every item got
+// its answer and some are not success, the gravest of those answers, 6
+// (rejected) before 5 (differs) before 8 (unchecked); otherwise the code of
+// the first item that got no answer.
 func batchExitCode(codes []int) int {
+	gravity := map[int]int{exitOK: 0, exitUnchecked: 1, exitDiffers: 2, exitRejected: 3}
 	out := exitOK
 	for _, c := range codes {
-		switch c {
-		case exitOK:
-		case exitRejected, exitDiffers:
-			out = max(out, c)
-		default:
+		g, answered := gravity[c]
+		if !answered {
 			return c
+		}
+		if g > gravity[out] {
+			out = c
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
@@ -18,6 +19,8 @@ import (
 // frontierOptions: the runs (from a round's signed verdicts, or a what-if
 // file), the baseline and the rules of the frontier.
 type frontierOptions struct {
+	// stderr receives a line for each run the verdicts report differently.
+	stderr   io.Writer
 	runs     []scoring.Run
 	baseline int64
 	rules    scoring.Rules
@@ -74,7 +77,7 @@ func (o *frontierOptions) Parse(c *cli.Context) error {
 }
 
 func frontierCommand(a *appEnv) *cli.Command {
-	fo, out := &frontierOptions{}, &outputOptions{}
+	fo, out := &frontierOptions{stderr: a.stderr}, &outputOptions{}
 	return &cli.Command{
 		Name:  "frontier",
 		Usage: "optimizer: fold runs into the frontier history (confirmed events, the bar, each run's outcome)",
@@ -134,6 +137,14 @@ func (o *frontierOptions) fromVerdicts(c *cli.Context) error {
 		return err
 	}
 	o.runs, o.baseline = res.Runs, res.BaselineMicroNats
+	for _, r := range res.Reconciled {
+		var parts []string
+		for _, rep := range r.Reports {
+			parts = append(parts, fmt.Sprintf("%d steps (%s), loss %d in %s", rep.Steps, rep.Stop, rep.LossMicroNats, short(rep.Verdict.String())))
+		}
+		fmt.Fprintf(o.stderr, "feval: run %d of %s is reported differently: %s; the higher loss counts\n",
+			r.RunIndex, short(r.Submission.String()), strings.Join(parts, ", "))
+	}
 	if c.IsSet("baseline") {
 		o.baseline = c.Int64("baseline")
 	}
@@ -177,7 +188,7 @@ func renderFrontier(w *tabw, h scoring.FrontierHistory) {
 }
 
 func emissionCommand(a *appEnv) *cli.Command {
-	fo, out := &frontierOptions{}, &outputOptions{}
+	fo, out := &frontierOptions{stderr: a.stderr}, &outputOptions{}
 	return &cli.Command{
 		Name:  "emission",
 		Usage: "optimizer: split emission at a time among frontier contributors: credits, weights, burn, u16 vector",

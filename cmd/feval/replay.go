@@ -152,6 +152,9 @@ func (a *appEnv) replayOne(ctx context.Context, out *outputOptions, l *cas.Layou
 		for _, ch := range res.Checks {
 			w.line("checked %s: %s", ch.Path, ch.Recomputed)
 		}
+		for _, u := range res.Unchecked {
+			w.line("unchecked %s: %s, %s", u.Path, u.Recorded, u.Recomputed)
+		}
 		renderSkipped(w, res.Skipped)
 		if res.Outcome == replay.Differs {
 			w.line("recomputed %s", res.Recomputed)
@@ -163,9 +166,13 @@ func (a *appEnv) replayOne(ctx context.Context, out *outputOptions, l *cas.Layou
 	}); err != nil {
 		return err
 	}
-	if res.Outcome == replay.Differs {
+	switch res.Outcome {
+	case replay.Differs:
 		return &renderedError{code: exitDiffers, err: errors.New("replay differs"),
 			summary: fmt.Sprintf("replay of %s differs in %d fields (listed on stdout)", res.Verdict, len(res.Diffs))}
+	case replay.Unchecked:
+		return &renderedError{code: exitUnchecked, err: errors.New("replay unchecked"),
+			summary: fmt.Sprintf("replay of %s left %d recorded outcomes unchecked (listed on stdout); replay --retrain re-runs them", res.Verdict, len(res.Unchecked))}
 	}
 	return nil
 }

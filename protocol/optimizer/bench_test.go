@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +115,68 @@ func BenchmarkTraining(b *testing.B) {
 		held += time.Since(start)
 	}
 	b.ReportMetric(float64(held.Milliseconds())/float64(b.N), "heldout-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkSlowReferenceSteps trains the slow reference (whose runs the
+// budget stops) five times on a quiet machine and five times next to a
+// spinning goroutine per CPU, with the round's first seed, and reports the
+// fewest and most steps at each load level: the spread that step
+// reconciliation (docs/OPTIMIZER.md §3) deals with.
+//
+//	go test -run '^$' -bench BenchmarkSlowReferenceSteps -benchtime 1x ./protocol/optimizer/
+func BenchmarkSlowReferenceSteps(b *testing.B) {
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch/__init__.py"); err != nil {
+		b.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
+	}
+	ctx := context.Background()
+	taskDir := filepath.Join(b.TempDir(), "task")
+	if err := optask.Generate(taskDir, optask.Config{}); err != nil {
+		b.Fatal(err)
+	}
+	spec, err := optimizer.LoadTask(os.DirFS(taskDir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	derived, err := optimizer.Derive(testBeacon, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	subDir, err := sandbox.Materialize(os.DirFS(fixtures("ref-slow")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(subDir)
+	os.Remove(filepath.Join(subDir, "expect.json"))
+	var m optimizer.Machine
+	for i := 0; i < b.N; i++ {
+		for _, level := range []struct {
+			name    string
+			spinner int
+		}{{"quiet", 0}, {"loaded", runtime.NumCPU()}} {
+			var stop atomic.Bool
+			var load sync.WaitGroup
+			for j := 0; j < level.spinner; j++ {
+				load.Add(1)
+				go func() {
+					defer load.Done()
+					for x := 0; !stop.Load(); x++ {
+					}
+				}()
+			}
+			least, most := spec.Training.HorizonSteps, 0
+			for r := 0; r < 5; r++ {
+				t, err := m.Train(ctx, spec, taskDir, subDir, derived.Seeds[0], 0)
+				if err != nil || t.Status != optimizer.RunCompleted {
+					b.Fatalf("%s run %d: %v %s %s", level.name, r, err, t.Status, t.Detail)
+				}
+				least, most = min(least, t.Steps), max(most, t.Steps)
+			}
+			stop.Store(true)
+			load.Wait()
+			b.ReportMetric(float64(least), level.name+"-steps-min")
+			b.ReportMetric(float64(most), level.name+"-steps-max")
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -20,7 +20,8 @@ import (
 // fixtures/optimizer and asserts its verdict: the tuned schedule clears the
 // baseline twice and is confirmed with the worse run as the candidate bar; the
 // baseline SGD and AdamW do not clear it; the slow one completes fewer steps
-// than the horizon within the budget; the diverging one is rejected.
+// than the horizon within the budget; the diverging one is rejected, its
+// replay unchecked without --retrain and identical with it.
 func TestReferenceSubmissions(t *testing.T) {
 	w := newWorld(t, nil)
 	horizon := 300
@@ -91,6 +92,19 @@ func TestReferenceSubmissions(t *testing.T) {
 			res, err := replay.Run(w.ctx, w.validator, art, w.trusted())
 			if err != nil {
 				t.Fatal(err)
+			}
+			if v.Status == protocol.VerdictRejected && len(v.Runs) > 0 {
+				// A failed run is unchecked without --retrain, and its
+				// outcome reproduced with it.
+				if res.Outcome != replay.Unchecked {
+					t.Fatalf("replay of a failed run: %s %+v, want unchecked", res.Outcome, res.Diffs)
+				}
+				if res, err = replay.RunWith(w.ctx, w.validator, art, w.trusted(), evaluate.Options{Retrain: true}); err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Checks) != 1 || res.Checks[0].Path != "runs[0].status" {
+					t.Fatalf("replay --retrain of a failed run: %s, checks %+v", res.Outcome, res.Checks)
+				}
 			}
 			if res.Outcome != replay.Identical {
 				t.Fatalf("replay %s: %+v", res.Outcome, res.Diffs)

@@ -45,9 +45,12 @@ func Evidence(v Verdict) []digest.Digest {
 // the caller), the seeds and held-out windows from the recorded beacon
 // (opts.Beacon), and for every recorded checkpoint its
 // validation and held-out loss in a fresh sandbox that never holds the
-// submission; the steps and failures of training are the validator's
-// observations and are taken as recorded. With opts.Retrain every completed
-// run is trained again for its recorded steps and its checkpoint compared.
+// submission; the steps of training are the validator's observations and
+// are taken as recorded. A failed run has nothing to re-derive without
+// running the submission: it is reported as unchecked. With opts.Retrain
+// every completed run is trained again for its recorded steps and its
+// checkpoint compared, and every failed run is run again and its outcome
+// compared (rerun).
 func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions) (Verdict, []Finding, error) {
 	if c.Entry.Status != protocol.StatusAccepted {
 		v, err := Decide(ctx, c, Params{})
@@ -74,6 +77,11 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 			CPUMillis: rr.CPUMillis, CheckpointContent: rr.CheckpointContent}
 		if rr.Checkpoint == "" {
 			v.Runs = append(v.Runs, r)
+			f, err := checkFailed(ctx, opts, w, r)
+			if err != nil {
+				return Verdict{}, nil, err
+			}
+			findings = append(findings, f)
 			continue
 		}
 		ck, rec, err := loadCheckpoint(ctx, c, w.spec, rr.Checkpoint)
@@ -159,6 +167,63 @@ func retrain(ctx context.Context, m Machine, w *workspace, r Run, recorded []byt
 	}
 	return []Finding{{Path: path, Recorded: r.CheckpointContent.String(),
 		Recomputed: fmt.Sprintf("%s (first difference: tensor %s, element %d)", got, tensor, elem)}}, nil
+}
+
+// replayedClasses are the failures a re-run reproduces exactly, step for
+// step: the submission's code raised, diverged or left a hook. Re-running
+// the recorded steps plus the failing one shows them again on any machine,
+// whatever its budget allows. Every other failure (over the budget, out of
+// memory, past a sandbox limit, a result or checkpoint the trainer could not
+// have written) is re-run as it first ran, under the budget, and compared by
+// status alone.
+var replayedClasses = map[string]bool{RunCrashed: true, RunDiverged: true, RunForbiddenHook: true}
+
+// checkFailed reports what replay knows of a failed run r (recorded with no
+// checkpoint). Without opts.Retrain it is unchecked. The validator's own
+// failure (infra_error) is unchecked either way: another machine running it
+// fine says nothing about the validator's. Otherwise the run is trained
+// again and its outcome compared: a claimed crash that does not crash
+// differs.
+func checkFailed(ctx context.Context, opts ReplayOptions, w *workspace, r Run) (Finding, error) {
+	path := fmt.Sprintf("runs[%d].status", r.Index)
+	recorded := outcomeText(r.Status, r.Steps, r.Detail)
+	switch {
+	case r.Status == RunInfra:
+		return Finding{Path: path, Recorded: recorded, Recomputed: "not re-run: the validator's own failure", Unchecked: true}, nil
+	case !opts.Retrain:
+		return Finding{Path: path, Recorded: recorded, Recomputed: "not re-run (replay --retrain runs it again)", Unchecked: true}, nil
+	}
+	steps := 0
+	if replayedClasses[r.Status] {
+		steps = min(r.Steps+1, w.spec.Training.HorizonSteps)
+	}
+	t, err := opts.Machine.Train(ctx, w.spec, w.trainDir, w.subDir, r.Seed, steps)
+	if err != nil {
+		return Finding{}, err
+	}
+	if t.Status == RunInfra {
+		return Finding{Path: path, Recorded: recorded, Recomputed: "could not re-run here: " + t.Detail, Unchecked: true}, nil
+	}
+	got := outcomeText(t.Status, t.Steps, t.Detail)
+	same := t.Status == r.Status
+	if replayedClasses[r.Status] {
+		same = same && t.Steps == r.Steps && t.Detail == r.Detail
+	} else {
+		recorded, got = r.Status, t.Status
+	}
+	if same {
+		return Finding{Path: path, Recorded: recorded, Recomputed: got + " (re-run: the same outcome)", Equal: true}, nil
+	}
+	return Finding{Path: path, Recorded: recorded, Recomputed: got}, nil
+}
+
+// outcomeText renders a run's outcome for a finding.
+func outcomeText(status string, steps int, detail string) string {
+	s := fmt.Sprintf("%s after %d steps", status, steps)
+	if detail != "" {
+		s += " (" + detail + ")"
+	}
+	return s
 }
 
 // Parse decodes an optimizer verdict record.
