@@ -23,10 +23,21 @@ type RunsRequest struct {
 	// Launch is the competition's launch; a run's at_sec is its reveal's
 	// first-seen time, as the validator recorded it, minus Launch (at least 0).
 	Launch time.Time
-	// Trusted, when not empty, are the validator keys whose verdicts count;
-	// otherwise every validly signed verdict counts.
+	// Trusted are the validator keys whose verdicts count; there must be at
+	// least one: an aggregate never counts whoever signed.
 	Trusted []*bundle.PublicKey
 }
+
+// Why a verdict found for a round's entries was left out of its runs
+// (Runs.LeftOut).
+const (
+	LeftUnsigned   = "unsigned"       // no valid feval signature
+	LeftUntrusted  = "untrusted"      // validly signed, by none of the trusted keys
+	LeftMalformed  = "malformed"      // not a readable optimizer verdict
+	LeftOtherEntry = "other_entry"    // about another round, reveal or miner than the entry it hangs on
+	LeftNotPassed  = "not_passed"     // rejected or infra_error: no losses to count
+	LeftNoTime     = "no_reveal_time" // no first-seen time of the reveal to order it by
+)
 
 // Runs is the outcome of [RunsFromVerdicts].
 type Runs struct {
@@ -41,6 +52,9 @@ type Runs struct {
 	// differently; docs/OPTIMIZER.md §3, "Step reconciliation"), in the
 	// order of Runs. The higher loss counted for each.
 	Reconciled []Reconciled `json:"reconciled"`
+	// LeftOut counts the verdicts found for the round's entries that did
+	// not count, by reason (Left*).
+	LeftOut map[string]int `json:"left_out"`
 }
 
 // Reconciled is one run that several verdicts report differently.
@@ -62,7 +76,8 @@ type RunReport struct {
 // RunsFromVerdicts turns the signed optimizer verdicts of a round held in st
 // into frontier runs. It reads the round's entries (reveals that pass the
 // entry checks), the verdicts attached to their submissions or reveals, keeps
-// those that are validly signed (by a trusted key, when keys are given), name
+// those that are validly signed by a trusted key (req.Trusted must name at
+// least one) and counts the others in LeftOut, name
 // the entry's submission and miner, and passed; each of their runs with a
 // held-out loss becomes a run (run_index = the run's index, author = the
 // miner). When several verdicts report the same run, the higher loss counts:
@@ -70,6 +85,9 @@ type RunReport struct {
 // report differently are listed in Reconciled. Runs are ordered by at_sec,
 // then submission, then run index.
 func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs, error) {
+	if len(req.Trusted) == 0 {
+		return Runs{}, fmt.Errorf("%w: no trusted keys: name the validators whose verdicts count", ErrInput)
+	}
 	round, err := loadRound(ctx, st, req.Round)
 	if err != nil {
 		return Runs{}, err
@@ -111,13 +129,19 @@ func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs,
 	}
 	runs := map[key]scoring.Run{}
 	reports := map[key][]RunReport{}
-	out := Runs{BaselineMicroNats: spec.BaselineMicroNats, Verdicts: []digest.Digest{}, Runs: []scoring.Run{}, Reconciled: []Reconciled{}}
+	out := Runs{BaselineMicroNats: spec.BaselineMicroNats, Verdicts: []digest.Digest{}, Runs: []scoring.Run{}, Reconciled: []Reconciled{},
+		LeftOut: map[string]int{}}
 	for _, c := range cands {
 		signers, err := validSigners(ctx, st, c.desc, c.sigs)
 		if err != nil {
 			return Runs{}, err
 		}
-		if len(signers) == 0 || (len(req.Trusted) > 0 && !anyTrusted(signers, req.Trusted)) {
+		switch {
+		case len(signers) == 0:
+			out.LeftOut[LeftUnsigned]++
+			continue
+		case !anyTrusted(signers, req.Trusted):
+			out.LeftOut[LeftUntrusted]++
 			continue
 		}
 		var v optimizer.Verdict
@@ -125,15 +149,24 @@ func RunsFromVerdicts(ctx context.Context, st cas.Store, req RunsRequest) (Runs,
 			if hardError(err) {
 				return Runs{}, err
 			}
+			out.LeftOut[LeftMalformed]++
 			continue
 		}
 		e, ok := bySubmission[v.Submission]
-		if !ok || v.Protocol != "optimizer" || v.Status != protocol.VerdictPassed || v.Inputs.Miner != e.miner ||
-			v.Inputs.Round != req.Round || v.Inputs.Reveal != e.reveal {
+		switch {
+		case v.Protocol != "optimizer":
+			out.LeftOut[LeftMalformed]++
+			continue
+		case !ok || v.Inputs.Miner != e.miner || v.Inputs.Round != req.Round || v.Inputs.Reveal != e.reveal:
+			out.LeftOut[LeftOtherEntry]++
+			continue
+		case v.Status != protocol.VerdictPassed:
+			out.LeftOut[LeftNotPassed]++
 			continue
 		}
 		seen, err := time.Parse(time.RFC3339, v.RevealCheck.RevealSeen.Time)
 		if err != nil {
+			out.LeftOut[LeftNoTime]++
 			continue
 		}
 		at := max(int64(seen.Sub(req.Launch)/time.Second), 0)

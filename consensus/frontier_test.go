@@ -2,6 +2,8 @@ package consensus
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"path/filepath"
 	"testing"
 	"time"
@@ -106,13 +108,24 @@ func TestRunsFromVerdicts(t *testing.T) {
 		t.Fatalf("frontier: %+v", h)
 	}
 
-	// Without trusted keys every validly signed verdict counts: the rogue's
-	// higher loss for b, never the unsigned one.
-	all, err := RunsFromVerdicts(ctx, st, RunsRequest{Round: w.round.Digest, Launch: launch})
+	// What was left out, by reason: the rogue's verdict, the unsigned one and
+	// the rejected one.
+	if want := map[string]int{LeftUntrusted: 1, LeftUnsigned: 1, LeftNotPassed: 1}; !maps.Equal(got.LeftOut, want) {
+		t.Errorf("left out %v, want %v", got.LeftOut, want)
+	}
+
+	// Trusting the rogue alone counts its verdict, and leaves out the others.
+	rogue, err := RunsFromVerdicts(ctx, st, RunsRequest{Round: w.round.Digest, Launch: launch, Trusted: []*bundle.PublicKey{k.rogue.Public()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all.Runs[0].Submission != b || all.Runs[0].LossMicroNats != 600_000 {
-		t.Fatalf("untrusted: %+v", all.Runs)
+	if len(rogue.Runs) != 1 || rogue.Runs[0].Submission != b || rogue.Runs[0].LossMicroNats != 600_000 || rogue.LeftOut[LeftUntrusted] != 4 {
+		t.Fatalf("trusting the rogue: %+v", rogue)
+	}
+
+	// Without trusted keys nothing is counted: an aggregate never trusts
+	// whoever signed.
+	if _, err := RunsFromVerdicts(ctx, st, RunsRequest{Round: w.round.Digest, Launch: launch}); !errors.Is(err, ErrInput) {
+		t.Fatalf("no trusted keys: %v, want ErrInput", err)
 	}
 }

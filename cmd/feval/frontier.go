@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
 	"strconv"
@@ -122,11 +121,9 @@ func (o *frontierOptions) fromVerdicts(c *cli.Context) error {
 			return err
 		}
 	}
-	var trusted []*bundle.PublicKey
-	if len(o.tr.Keys) > 0 {
-		if trusted, err = o.tr.Load(); err != nil {
-			return err
-		}
+	trusted, err := o.tr.LoadForAggregate()
+	if err != nil {
+		return err
 	}
 	launch, err := o.launch(c, l, round)
 	if err != nil {
@@ -137,6 +134,9 @@ func (o *frontierOptions) fromVerdicts(c *cli.Context) error {
 		return err
 	}
 	o.runs, o.baseline = res.Runs, res.BaselineMicroNats
+	if n := leftOutTotal(res.LeftOut); n > 0 {
+		fmt.Fprintf(o.stderr, "feval: left out %d of the round's verdicts: %s\n", n, leftOutText(res.LeftOut))
+	}
 	for _, r := range res.Reconciled {
 		var parts []string
 		for _, rep := range r.Reports {
@@ -268,4 +268,32 @@ func secText(s int64) string {
 		return fmt.Sprintf("%d s (%d d)", s, s/86400)
 	}
 	return fmt.Sprintf("%d s", s)
+}
+
+// leftOutTotal is the number of verdicts an aggregate left out.
+func leftOutTotal(left map[string]int) int {
+	n := 0
+	for _, c := range left {
+		n += c
+	}
+	return n
+}
+
+// leftOutText renders the counts of left-out verdicts by reason, in a fixed
+// order: "2 signed by keys you do not trust, 1 not passed".
+func leftOutText(left map[string]int) string {
+	var parts []string
+	for _, r := range []struct{ key, text string }{
+		{consensus.LeftUntrusted, "signed by keys you do not trust (name them with --pub)"},
+		{consensus.LeftUnsigned, "without a valid signature"},
+		{consensus.LeftMalformed, "malformed"},
+		{consensus.LeftOtherEntry, "about another round, reveal or miner"},
+		{consensus.LeftNotPassed, "not passed"},
+		{consensus.LeftNoTime, "without the reveal's first-seen time"},
+	} {
+		if n := left[r.key]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r.text))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

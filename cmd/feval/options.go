@@ -155,6 +155,18 @@ func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
 	return out, nil
 }
 
+// LoadForAggregate reads the trusted keys of a command that aggregates
+// verdicts (frontier, emission): --pub or FEVAL_PUB, else the caller's own
+// public key. With none of them it refuses as a usage error: an aggregate
+// never counts whoever signed.
+func (o *trustOptions) LoadForAggregate() ([]*bundle.PublicKey, error) {
+	keys, err := o.Load()
+	if errors.Is(err, errNoKey) {
+		return nil, usagef("no trusted key: name the validators whose verdicts count with --pub FILE (repeatable) or %s, or make your own with 'feval key generate'", envPub)
+	}
+	return keys, err
+}
+
 // remoteOptions: how registries are reached, and how long feval waits for them.
 type remoteOptions struct {
 	PlainHTTP   bool
