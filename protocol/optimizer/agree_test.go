@@ -1,9 +1,6 @@
 package optimizer_test
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/feval/feval/evaluate"
@@ -22,20 +19,10 @@ func TestHonestValidatorsAgree(t *testing.T) {
 	reveal := w.submit(stripExpect(t, fixtures("ref-tuned")))
 	quiet, _ := w.evaluate(reveal, evaluate.Options{})
 
-	var stop atomic.Bool
-	var load sync.WaitGroup
-	for i := 0; i < runtime.NumCPU(); i++ {
-		load.Add(1)
-		go func() {
-			defer load.Done()
-			for x := 0; !stop.Load(); x++ {
-			}
-		}()
-	}
+	stop := spin()
 	w.key = newSigner(t) // a second validator
 	loaded, _ := w.evaluate(reveal, evaluate.Options{})
-	stop.Store(true)
-	load.Wait()
+	stop()
 
 	if quiet.Status != protocol.VerdictPassed || quiet.Outcome != optimizer.OutcomeConfirmed {
 		t.Fatalf("quiet: %s %s %q", quiet.Status, quiet.Outcome, quiet.Detail)

@@ -8,14 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/feval/feval/fixtures/optask"
 	"github.com/feval/feval/protocol/optimizer"
 )
 
@@ -29,18 +25,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkTraining -benchtime 3x ./protocol/optimizer/
 func BenchmarkTraining(b *testing.B) {
-	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch/__init__.py"); err != nil {
-		b.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
-	}
 	ctx := context.Background()
-	taskDir := filepath.Join(b.TempDir(), "task")
-	if err := optask.Generate(taskDir, optask.Config{}); err != nil {
-		b.Fatal(err)
-	}
-	spec, err := optimizer.LoadTask(os.DirFS(taskDir))
-	if err != nil {
-		b.Fatal(err)
-	}
+	taskDir, spec := referenceTask(b)
 	derived, err := optimizer.Derive(testBeacon, spec)
 	if err != nil {
 		b.Fatal(err)
@@ -126,18 +112,8 @@ func BenchmarkTraining(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkSlowReferenceSteps -benchtime 1x ./protocol/optimizer/
 func BenchmarkSlowReferenceSteps(b *testing.B) {
-	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch/__init__.py"); err != nil {
-		b.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
-	}
 	ctx := context.Background()
-	taskDir := filepath.Join(b.TempDir(), "task")
-	if err := optask.Generate(taskDir, optask.Config{}); err != nil {
-		b.Fatal(err)
-	}
-	spec, err := optimizer.LoadTask(os.DirFS(taskDir))
-	if err != nil {
-		b.Fatal(err)
-	}
+	taskDir, spec := referenceTask(b)
 	derived, err := optimizer.Derive(testBeacon, spec)
 	if err != nil {
 		b.Fatal(err)
@@ -151,18 +127,12 @@ func BenchmarkSlowReferenceSteps(b *testing.B) {
 	var m optimizer.Machine
 	for i := 0; i < b.N; i++ {
 		for _, level := range []struct {
-			name    string
-			spinner int
-		}{{"quiet", 0}, {"loaded", runtime.NumCPU()}} {
-			var stop atomic.Bool
-			var load sync.WaitGroup
-			for j := 0; j < level.spinner; j++ {
-				load.Add(1)
-				go func() {
-					defer load.Done()
-					for x := 0; !stop.Load(); x++ {
-					}
-				}()
+			name   string
+			loaded bool
+		}{{"quiet", false}, {"loaded", true}} {
+			stop := func() {}
+			if level.loaded {
+				stop = spin()
 			}
 			least, most := spec.Training.HorizonSteps, 0
 			for r := 0; r < 5; r++ {
@@ -172,8 +142,7 @@ func BenchmarkSlowReferenceSteps(b *testing.B) {
 				}
 				least, most = min(least, t.Steps), max(most, t.Steps)
 			}
-			stop.Store(true)
-			load.Wait()
+			stop()
 			b.ReportMetric(float64(least), level.name+"-steps-min")
 			b.ReportMetric(float64(most), level.name+"-steps-max")
 		}

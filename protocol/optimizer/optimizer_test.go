@@ -199,21 +199,8 @@ func TestBadCheckpoints(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWorld(t, func(dir string) {
-				p := filepath.Join(dir, "train.py")
-				b, err := os.ReadFile(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				src := strings.Replace(string(b), `        safetensors_io.save(os.path.join(out_dir, "checkpoint.safetensors"), model.state_dict())`,
-					"        import struct\n        path = os.path.join(out_dir, \"checkpoint.safetensors\")\n        "+c.python, 1)
-				if src == string(b) {
-					t.Fatal("the trainer's checkpoint writer moved")
-				}
-				if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			})
+			w := newWorld(t, editTrainer(t, `        safetensors_io.save(os.path.join(out_dir, "checkpoint.safetensors"), model.state_dict())`,
+				"        import struct\n        path = os.path.join(out_dir, \"checkpoint.safetensors\")\n        "+c.python))
 			v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
 			if v.Status != protocol.VerdictRejected || v.Reason != c.reason || !strings.Contains(v.Detail, c.detail) {
 				t.Fatalf("%s %s %q, want rejected %s mentioning %q", v.Status, v.Reason, v.Detail, c.reason, c.detail)
@@ -230,20 +217,7 @@ func TestBadCheckpoints(t *testing.T) {
 // is missing), gets infra_error, never a rejection of the submission.
 func TestInfraError(t *testing.T) {
 	t.Run("missing-module", func(t *testing.T) {
-		w := newWorld(t, func(dir string) {
-			p := filepath.Join(dir, "train.py")
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := strings.Replace(string(b), "import torch\n", "import torch\nimport feval_missing_module\n", 1)
-			if src == string(b) {
-				t.Fatal("the trainer's imports moved")
-			}
-			if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		})
+		w := newWorld(t, editTrainer(t, "import torch\n", "import torch\nimport feval_missing_module\n"))
 		v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
 		if v.Status != protocol.VerdictInfraError || !strings.Contains(v.Detail, "No module named 'feval_missing_module'") {
 			t.Fatalf("%s %s %q, want infra_error naming the module", v.Status, v.Reason, v.Detail)
@@ -253,20 +227,7 @@ func TestInfraError(t *testing.T) {
 	// the trainer is told the string hash seed is not fixed) is the
 	// validator's failure, found before the submission is imported.
 	t.Run("unfixed", func(t *testing.T) {
-		w := newWorld(t, func(dir string) {
-			p := filepath.Join(dir, "train.py")
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := strings.Replace(string(b), "    if sys.flags.hash_randomization:", "    if True:", 1)
-			if src == string(b) {
-				t.Fatal("the trainer's hash seed check moved")
-			}
-			if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		})
+		w := newWorld(t, editTrainer(t, "    if sys.flags.hash_randomization:", "    if True:"))
 		v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
 		if v.Status != protocol.VerdictInfraError || !strings.Contains(v.Detail, "not reproducible here (hash_seed)") {
 			t.Fatalf("%s %s %q, want infra_error naming the hash seed", v.Status, v.Reason, v.Detail)
@@ -458,22 +419,9 @@ func TestSubmissionFailures(t *testing.T) {
 // TestHeldOutDataNeverInTraining: the training sandbox's task directory has
 // no held-out data or held-out program.
 func TestHeldOutDataNeverInTraining(t *testing.T) {
-	w := newWorld(t, func(dir string) {
-		p := filepath.Join(dir, "train.py")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A trainer that reports, as its error, whether the held-out files exist.
-		probe := "    result[\"error\"] = \"HeldOutVisible\" if os.path.exists(os.path.join(task_dir, spec[\"data\"][\"held_out_pool\"])) or os.path.exists(os.path.join(task_dir, \"heldout.py\")) else \"HeldOutHidden\"\n    result[\"status\"] = \"crashed\"\n    write_result(out_dir, result)\n    return\n"
-		src := strings.Replace(string(b), "    budget = Budget(budget_ms)\n", "    budget = Budget(budget_ms)\n"+probe, 1)
-		if src == string(b) {
-			t.Fatal("the trainer's result moved")
-		}
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	})
+	// A trainer that reports, as its error, whether the held-out files exist.
+	probe := "    result[\"error\"] = \"HeldOutVisible\" if os.path.exists(os.path.join(task_dir, spec[\"data\"][\"held_out_pool\"])) or os.path.exists(os.path.join(task_dir, \"heldout.py\")) else \"HeldOutHidden\"\n    result[\"status\"] = \"crashed\"\n    write_result(out_dir, result)\n    return\n"
+	w := newWorld(t, editTrainer(t, "    budget = Budget(budget_ms)\n", "    budget = Budget(budget_ms)\n"+probe))
 	v, _ := w.evaluate(w.submit(stripExpect(t, fixtures("ref-sgd-momentum"))), evaluate.Options{})
 	if !strings.Contains(v.Detail, "HeldOutHidden") {
 		t.Fatalf("%s %s %q: the training sandbox can see held-out data", v.Status, v.Reason, v.Detail)

@@ -3,10 +3,8 @@ package optimizer_test
 import (
 	"bytes"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/feval/feval/gate"
@@ -112,16 +110,7 @@ print("".join(w[:2] for w in set(WORDS)), repr(lambda: 0), repr(torch.Generator(
 	}
 
 	// Two runs at once next to a spinning goroutine per CPU.
-	var stop atomic.Bool
-	var load sync.WaitGroup
-	for i := 0; i < runtime.NumCPU(); i++ {
-		load.Add(1)
-		go func() {
-			defer load.Done()
-			for x := 0; !stop.Load(); x++ {
-			}
-		}()
-	}
+	stop := spin()
 	sub := tr.write(probe)
 	var runs [2]optimizer.Training
 	var wg sync.WaitGroup
@@ -133,8 +122,7 @@ print("".join(w[:2] for w in set(WORDS)), repr(lambda: 0), repr(torch.Generator(
 		}()
 	}
 	wg.Wait()
-	stop.Store(true)
-	load.Wait()
+	stop()
 	for i, r := range runs {
 		if r.Status != optimizer.RunCompleted {
 			t.Fatalf("run %d under load: %s %q", i, r.Status, r.Detail)

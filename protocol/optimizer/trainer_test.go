@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feval/feval/fixtures/optask"
 	"github.com/feval/feval/protocol/optimizer"
 )
 
@@ -28,15 +27,7 @@ type trainer struct {
 
 func newTrainer(t *testing.T) *trainer {
 	t.Helper()
-	needTorch(t)
-	dir := filepath.Join(t.TempDir(), "task")
-	if err := optask.Generate(dir, optask.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := optimizer.LoadTask(os.DirFS(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, spec := referenceTask(t)
 	return &trainer{t: t, spec: spec, task: dir}
 }
 
@@ -81,26 +72,19 @@ func fixtureSource(t *testing.T, name string) string {
 	return string(b)
 }
 
-// stateProbe is SGD with momentum that, when it is built, fails with
-// FileExistsError if a file an earlier run wrote is still there, and with
-// PermissionError if it cannot write one itself (so the test cannot pass
-// because nothing was writable).
-const stateProbe = `import os
-
-import torch
-from torch.optim import Optimizer
-
-PLACES = ("/tmp/NAME", os.path.expanduser("~/NAME"), "NAME", "/out/NAME")
-
-
-class StateProbe(Optimizer):
-    def __init__(self, params, lr=0.1, momentum=0.9):
-        super().__init__(params, dict(lr=lr, momentum=momentum))
-        for place in PLACES:
+// stateProbe is the SGD-with-momentum fixture that, when it is built, fails
+// with FileExistsError if a file NAME an earlier run wrote is still there,
+// and with PermissionError if it cannot write one itself (so the test cannot
+// pass because nothing was writable).
+func stateProbe(t *testing.T, name string) string {
+	t.Helper()
+	const built = "        super().__init__(params, dict(lr=lr, momentum=momentum))\n"
+	probe := built + strings.ReplaceAll(`        places = ("/tmp/NAME", os.path.expanduser("~/NAME"), "NAME", "/out/NAME")
+        for place in places:
             if os.path.exists(place):
                 raise FileExistsError(place)
         wrote = 0
-        for place in PLACES:
+        for place in places:
             try:
                 with open(place, "w") as f:
                     f.write("left by an earlier run")
@@ -109,21 +93,14 @@ class StateProbe(Optimizer):
                 pass
         if wrote == 0:
             raise PermissionError("nothing was writable")
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if len(state) == 0:
-                    state["v"] = torch.zeros_like(p)
-                v = state["v"]
-                v.mul_(group["momentum"]).add_(p.grad)
-                p.add_(v, alpha=-group["lr"])
-        return None
-`
+`, "NAME", name)
+	src := fixtureSource(t, "ref-sgd-momentum")
+	out := strings.Replace(strings.Replace(src, built, probe, 1), "import torch\n", "import os\n\nimport torch\n", 1)
+	if !strings.Contains(src, built) || !strings.Contains(out, "import os") {
+		t.Fatal("the SGD fixture's constructor or imports moved")
+	}
+	return out
+}
 
 // TestTrainerStopsWhatTheGateCannotSee runs, through the real trainer and
 // sandbox but past the gate, each evasion class that GATES.md assigns to the
@@ -178,7 +155,7 @@ func TestTrainerStopsWhatTheGateCannotSee(t *testing.T) {
 	// the next, and nothing reaches the host.
 	t.Run("state-across-runs", func(t *testing.T) {
 		name := fmt.Sprintf("feval-probe-%d-%d", os.Getpid(), time.Now().UnixNano())
-		src := strings.ReplaceAll(stateProbe, "NAME", name)
+		src := stateProbe(t, name)
 		same(t, tr.train(src, 1))
 		same(t, tr.train(src, 1))
 		if _, err := os.Stat(filepath.Join(os.TempDir(), name)); err == nil {

@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/feval/feval/bundle"
@@ -31,10 +34,65 @@ func fixtures(name string) string {
 }
 
 // needTorch fails early, with the fix, when Debian's python3-torch is missing.
-func needTorch(t *testing.T) {
-	t.Helper()
+func needTorch(tb testing.TB) {
+	tb.Helper()
 	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch/__init__.py"); err != nil {
-		t.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
+		tb.Fatal("Debian's python3-torch is not installed: run 'make debian-deps'")
+	}
+}
+
+// referenceTask generates the reference task in a temporary directory and
+// reads its spec.
+func referenceTask(tb testing.TB) (string, optimizer.Spec) {
+	tb.Helper()
+	needTorch(tb)
+	dir := filepath.Join(tb.TempDir(), "task")
+	if err := optask.Generate(dir, optask.Config{}); err != nil {
+		tb.Fatal(err)
+	}
+	spec, err := optimizer.LoadTask(os.DirFS(dir))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir, spec
+}
+
+// editTrainer is a newWorld edit that replaces old by new, once, in the
+// task's train.py; the test fails when old is not there (the trainer moved).
+func editTrainer(t *testing.T, old, new string) func(dir string) {
+	return func(dir string) {
+		t.Helper()
+		p := filepath.Join(dir, "train.py")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := strings.Replace(string(b), old, new, 1)
+		if src == string(b) {
+			t.Fatalf("train.py no longer holds %q", old)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// spin keeps one goroutine per CPU busy until the returned stop is called:
+// CPU load next to what a test measures.
+func spin() (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for i := 0; i < runtime.NumCPU(); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := 0; !done.Load(); x++ {
+			}
+		}()
+	}
+	return func() {
+		done.Store(true)
+		wg.Wait()
 	}
 }
 
@@ -56,16 +114,12 @@ type world struct {
 // newWorld creates the reference task (edited by edit, when not nil) and a round.
 func newWorld(t *testing.T, edit func(dir string)) *world {
 	t.Helper()
-	needTorch(t)
 	w := &world{t: t, ctx: context.Background(), key: newSigner(t)}
 	var err error
 	if w.validator, err = cas.Init(filepath.Join(t.TempDir(), "validator")); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "task")
-	if err := optask.Generate(dir, optask.Config{}); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := referenceTask(t)
 	if edit != nil {
 		edit(dir)
 	}
