@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -534,7 +535,8 @@ func TestReplayMissingInput(t *testing.T) {
 }
 
 // TestLeaderboard: cells by status, the latest verdict per validator, carried
-// results from an earlier round, and reward status from a consensus record.
+// results from an earlier round, reward status and seat from the latest
+// consensus record a trusted key signed, and only trusted signers counted.
 func TestLeaderboard(t *testing.T) {
 	k := newKeys(t, 3, 3)
 	w := newWorld(t, k, []string{"a", "b", "c"}, []uint64{100, 200, 300})
@@ -560,9 +562,26 @@ func TestLeaderboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String(), Consensus: out.Artifact.Digest.String(), CarryFrom: earlier.Digest.String()})
+	keys := func(ss ...*bundle.Signer) []*bundle.PublicKey {
+		var out []*bundle.PublicKey
+		for _, s := range ss {
+			out = append(out, s.Public())
+		}
+		return out
+	}
+	staked := keys(k.vals[0], k.vals[1], k.vals[2], k.owner)
+	if _, err := Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String()}); !errors.Is(err, ErrInput) {
+		t.Errorf("no trusted key: %v, want ErrInput", err)
+	}
+	b, err := Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String(), Trusted: staked, CarryFrom: earlier.Digest.String()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b.Consensus != out.Artifact.Digest || b.Seat == nil || b.Seat.HolderMiner != k.miners[0].Public().Fingerprint {
+		t.Errorf("consensus %s, seat %+v: want the owner's record, miner 0 holding the seat", b.Consensus, b.Seat)
+	}
+	if want := map[string]int{LeftUntrusted: 1, LeftOtherEntry: 1, LeftSuperseded: 1}; !maps.Equal(b.LeftOut, want) {
+		t.Errorf("left out %v, want %v (the rogue's, the stale and the superseded verdict)", b.LeftOut, want)
 	}
 	col := map[string]int{}
 	for i, fp := range b.Validators {
@@ -596,18 +615,32 @@ func TestLeaderboard(t *testing.T) {
 		t.Errorf("miner 2 row %+v, want three empty cells", m2)
 	}
 
-	// Without a consensus record: every signer has a column, reward is pending.
-	b, err = Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String()})
+	// Trusting the rogue but not the record's signer: every trusted signer
+	// has a column, reward is pending, and the record cannot be named.
+	withRogue := keys(k.vals[0], k.vals[1], k.vals[2], k.rogue)
+	b, err = Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String(), Trusted: withRogue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Validators) != 4 || !slices.Contains(b.Validators, k.rogue.Public().Fingerprint) {
-		t.Errorf("validators %v, want the three and the rogue", b.Validators)
+	if len(b.Validators) != 4 || !slices.Contains(b.Validators, k.rogue.Public().Fingerprint) || b.Consensus != "" || b.Seat != nil {
+		t.Errorf("validators %v, consensus %q: want the three and the rogue, no record", b.Validators, b.Consensus)
 	}
 	for _, r := range b.Rows {
 		if r.Reward != scoring.RewardPending || r.Scored {
 			t.Errorf("row %s: reward %s, scored %v; want pending, unscored", short(r.Miner), r.Reward, r.Scored)
 		}
+	}
+	if _, err := Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String(), Trusted: withRogue, Consensus: out.Artifact.Digest.String()}); !errors.Is(err, ErrInput) {
+		t.Errorf("a record no trusted key signed: %v, want ErrInput", err)
+	}
+	// Trusting the rogue and the record's signer: the stake table leaves the
+	// rogue out.
+	b, err = Leaderboard(w.ctx, w.st, BoardRequest{Round: w.round.Digest.String(), Trusted: keys(k.rogue, k.owner)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Validators) != 0 || b.LeftOut[LeftNotStaked] != 1 || b.LeftOut[LeftUntrusted] == 0 {
+		t.Errorf("validators %v, left out %v: want none, the rogue's not staked", b.Validators, b.LeftOut)
 	}
 }
 

@@ -241,6 +241,12 @@ type verdictMeta struct {
 	// unverifiedBeacon: the verdict's audit sample was drawn from a plain
 	// beacon value, not a verified drand round.
 	unverifiedBeacon bool
+	// unscored: a strict passed verdict of a protocol without scores
+	// (optimizer), which consensus excludes as malformed and a leaderboard
+	// shows as passed.
+	unscored bool
+	// reason is the verdict's reason, as it gives it.
+	reason string
 }
 
 // votes turns one verdict into votes: one per valid signer, or one excluded vote
@@ -258,7 +264,8 @@ func votes(ctx context.Context, st cas.Store, c verdictCandidate, round roundInf
 	base.Verdict, base.Submission = c.desc.Digest, c.desc.Digest
 	// The vote's key is its entry; a verdict about another round, reveal or
 	// submission keeps a key no entry has, and scoring excludes it as stale.
-	if h := r.head; base.Exclude == "" {
+	// An unscored verdict is keyed too, for a leaderboard to show it.
+	if h := r.head; base.Exclude == "" || meta.unscored {
 		if e, ok := entries[h.Inputs.Reveal]; ok && h.Inputs.Round == round.desc.Digest && h.Submission == e.submission {
 			base.Submission = e.reveal
 		}

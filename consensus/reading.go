@@ -34,6 +34,9 @@ type reading struct {
 	score string
 	// unverified reports a rollouts audit drawn from a plain beacon.
 	unverified bool
+	// unscored: a strict verdict of a protocol whose verdicts carry no score
+	// (optimizer).
+	unscored bool
 }
 
 // vote is what the reading gives each signer's vote, before the vote is
@@ -45,7 +48,7 @@ func (r reading) vote() (scoring.Vote, verdictMeta) {
 	var v scoring.Vote
 	var meta verdictMeta
 	if h := r.head; h != nil {
-		meta = verdictMeta{reveal: h.Inputs.Reveal, submission: h.Submission}
+		meta = verdictMeta{reveal: h.Inputs.Reveal, submission: h.Submission, reason: h.Reason}
 		v.Sequence = h.Sequence
 	}
 	if r.malformed != "" {
@@ -58,6 +61,7 @@ func (r reading) vote() (scoring.Vote, verdictMeta) {
 		s, err := scoring.ParseRatio(r.score)
 		if err != nil {
 			v.Exclude = ReasonMalformed // a passed verdict without a score: an optimizer verdict
+			meta.unscored = r.unscored
 		}
 		v.Score = s
 	}
@@ -113,6 +117,7 @@ func readVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor, pro
 	if err != nil {
 		r.malformed = err.Error()
 	}
+	r.unscored = proto == "optimizer"
 	return r, nil
 }
 

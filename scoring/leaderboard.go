@@ -62,6 +62,11 @@ type Entry struct {
 	// UnverifiedBeacon reports a verdict whose audit sample was drawn from a
 	// beacon value nothing shows was not chosen (not a verified drand round).
 	UnverifiedBeacon bool `json:"unverified_beacon,omitempty"`
+	// Unscored marks a passed verdict of a protocol whose verdicts carry no
+	// score (optimizer): Score is 0 and means nothing.
+	Unscored bool `json:"unscored,omitempty"`
+	// Reason is the verdict's reason, as it gives it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Standing is a miner's reward status and consensus score, which order the rows.
@@ -78,8 +83,10 @@ type Cell struct {
 	CarriedFrom string        `json:"carried_from,omitempty"`
 	Submission  digest.Digest `json:"submission,omitempty"`
 	Verdict     digest.Digest `json:"verdict,omitempty"`
-	// UnverifiedBeacon is the entry's UnverifiedBeacon.
-	UnverifiedBeacon bool `json:"unverified_beacon,omitempty"`
+	// UnverifiedBeacon, Unscored and Reason are the entry's.
+	UnverifiedBeacon bool   `json:"unverified_beacon,omitempty"`
+	Unscored         bool   `json:"unscored,omitempty"`
+	Reason           string `json:"reason,omitempty"`
 }
 
 // Audit counts a row's cells by status.
@@ -176,7 +183,7 @@ func Leaderboard(entries []Entry, standings []Standing) (Board, error) {
 				continue
 			}
 			row.Cells[j] = Cell{Status: e.Status, Score: e.Score, CarriedFrom: e.CarriedFrom, Submission: e.Submission, Verdict: e.Verdict,
-				UnverifiedBeacon: e.UnverifiedBeacon}
+				UnverifiedBeacon: e.UnverifiedBeacon, Unscored: e.Unscored, Reason: e.Reason}
 			switch e.Status {
 			case CellPassed:
 				row.Audit.Passed++
@@ -228,7 +235,8 @@ func (e Entry) validate() error {
 
 func sameEntry(a, b Entry) bool {
 	return a.Status == b.Status && a.Score.Cmp(b.Score) == 0 && a.CarriedFrom == b.CarriedFrom &&
-		a.Submission == b.Submission && a.Verdict == b.Verdict && a.UnverifiedBeacon == b.UnverifiedBeacon
+		a.Submission == b.Submission && a.Verdict == b.Verdict && a.UnverifiedBeacon == b.UnverifiedBeacon &&
+		a.Unscored == b.Unscored && a.Reason == b.Reason
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -103,6 +103,6 @@ export FEVAL_STORE="$KEEP/store" FEVAL_KEY="$KEEP/viewer.key"
 "$BIN/feval" init >/dev/null
 "$BIN/feval" key generate >/dev/null
 show consensus --round "$ROUND" --from "$REPO" --stakes "$KEEP/stakes.json" --pub "$KEEP/validator.pub" | head -8 || true
-echo "browse it: bin/feval serve --store bin/demo/store --pub bin/demo/validator.pub   (then open the printed URL)"
+echo "browse it: bin/feval serve --store bin/demo/store --pub bin/demo/validator.pub --pub bin/demo/viewer.pub   (then open the printed URL)"
 
 step "done: honest verdict replayed identical; inflated rows rejected; forgeries caught"

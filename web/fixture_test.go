@@ -238,13 +238,14 @@ func mustResolve(t *testing.T, l *cas.Layout, d digest.Digest) ocispec.Descripto
 }
 
 // server returns a Server over the demo store trusting the first three
-// validators.
+// validators and the owner, who signed the consensus record.
 func (d *demo) server(t *testing.T) *Server {
 	t.Helper()
 	var keys []TrustedKey
 	for i, v := range d.vals[:3] {
 		keys = append(keys, TrustedKey{Path: filepath.Join("keys", "validator-"+string(rune('1'+i))+".pub"), Key: v.Public()})
 	}
+	keys = append(keys, TrustedKey{Path: filepath.Join("keys", "owner.pub"), Key: d.owner.Public()})
 	s, err := New(d.root, Options{Trusted: keys, Frontier: d.frontier,
 		Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }})
 	if err != nil {

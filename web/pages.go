@@ -116,21 +116,22 @@ func tagsOf(l *cas.Layout, d digest.Digest) []string {
 	return out
 }
 
-// BoardPage is a round's leaderboard: [consensus.Board] with each rejected
-// cell's reason, the seat, and the consensus records to choose from.
+// BoardPage is a round's leaderboard: [consensus.Board] with the round's
+// summary and, for a carried cell, when the round it comes from closed.
 type BoardPage struct {
 	Round RoundSummary `json:"round"`
 	// Consensus is the record the scores, reward status and seat come from
-	// ("" when the round has none); CarryFrom the earlier round carried from.
-	Consensus  digest.Digest `json:"consensus,omitempty"`
-	CarryFrom  digest.Digest `json:"carry_from,omitempty"`
-	Validators []string      `json:"validators"`
-	// Trusted lists, in the order of Validators, whether the validator's key
-	// is one the viewer trusts. A column of an untrusted key shows what that
-	// key signed, which proves only that it signed it.
-	Trusted []bool     `json:"trusted"`
-	Rows    []BoardRow `json:"rows"`
-	Seat    *SeatView  `json:"seat,omitempty"`
+	// ("" when the round has none a trusted key signed); CarryFrom the
+	// earlier round carried from.
+	Consensus  digest.Digest   `json:"consensus,omitempty"`
+	CarryFrom  digest.Digest   `json:"carry_from,omitempty"`
+	Validators []string        `json:"validators"`
+	Rows       []BoardRow      `json:"rows"`
+	Seat       *consensus.Seat `json:"seat,omitempty"`
+	// LeftOut counts the round's verdicts no cell shows, by reason.
+	LeftOut map[string]int `json:"left_out"`
+	// Trusted are the fingerprints of the viewer's trusted keys.
+	Trusted []string `json:"trusted_keys"`
 }
 
 // BoardRow is one miner's row.
@@ -146,24 +147,14 @@ type BoardRow struct {
 	Cells      []BoardCell `json:"cells"`
 }
 
-// BoardCell is one validator's cell: [scoring.Cell] with the verdict's reason
-// and, for a carried cell, the window of the round it is carried from.
+// BoardCell is one validator's cell: [scoring.Cell] with, for a carried
+// cell, the window of the round it is carried from.
 type BoardCell struct {
 	scoring.Cell
 	Validator string `json:"validator"`
-	// Reason is the verdict's reason (rejected and in-progress cells).
-	Reason string `json:"reason,omitempty"`
 	// CarriedWindow is when the reveals of the round a carried result comes
 	// from closed.
 	CarriedWindow string `json:"carried_window,omitempty"`
-}
-
-// SeatView is the seat decision of the consensus record with the miners
-// that hold or challenge it.
-type SeatView struct {
-	scoring.SeatDecision
-	HolderMiner     string `json:"holder_miner,omitempty"`
-	ChallengerMiner string `json:"challenger_miner,omitempty"`
 }
 
 func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) (string, any, error) {
@@ -186,26 +177,13 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 	if desc.ArtifactType != "" && desc.ArtifactType != bundle.ArtifactType(protocol.KindRound) {
 		return "", nil, fmt.Errorf("%s is a %s: %w", d, bundle.KindOf(desc.ArtifactType), ErrWrongKind)
 	}
-	req := consensus.BoardRequest{Round: d.String(), Source: s.opts.Source}
+	req := consensus.BoardRequest{Round: d.String(), Source: s.opts.Source, Trusted: s.trustedKeys()}
 	if carry != "" {
 		req.CarryFrom = carry.String()
 	}
-	rs, err := s.roundSummary(ctx, l, desc, s.opts.Now().UTC())
-	if err != nil {
-		return "", nil, err
-	}
-	if cons == "" && len(rs.Consensus) > 0 {
-		cons = rs.Consensus[len(rs.Consensus)-1]
-	}
 	if cons != "" {
-		cd, err := s.resolve(ctx, l, cons)
-		if err != nil {
+		if _, err := s.resolve(ctx, l, cons); err != nil {
 			return "", nil, fmt.Errorf("consensus %s: %w", cons, err)
-		}
-		if s.opts.Source != nil { // the stake table and rules are inputs, not referrers
-			if err := consensus.Fetch(ctx, s.opts.Source, l, cd); err != nil {
-				return "", nil, err
-			}
 		}
 		req.Consensus = cons.String()
 	}
@@ -216,24 +194,17 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 		}
 		return "", nil, err
 	}
-	if rs, err = s.roundSummary(ctx, l, desc, s.opts.Now().UTC()); err != nil { // gathering may have added some
+	rs, err := s.roundSummary(ctx, l, desc, s.opts.Now().UTC()) // after gathering, which may have added some
+	if err != nil {
 		return "", nil, err
 	}
-	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Trusted: []bool{}, Rows: []BoardRow{}}
+	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Rows: []BoardRow{},
+		Seat: b.Seat, LeftOut: b.LeftOut, Trusted: []string{}}
 	if p.Validators == nil {
 		p.Validators = []string{}
 	}
-	for _, v := range p.Validators {
-		trusted := false
-		for _, k := range s.opts.Trusted {
-			trusted = trusted || k.Key.Fingerprint == v
-		}
-		p.Trusted = append(p.Trusted, trusted)
-	}
-	if b.Consensus != "" {
-		if p.Seat, err = seatOf(ctx, l, b.Consensus); err != nil {
-			return "", nil, err
-		}
+	for _, k := range s.opts.Trusted {
+		p.Trusted = append(p.Trusted, k.Key.Fingerprint)
 	}
 	var carriedWindow string
 	if b.CarryFrom != "" {
@@ -244,7 +215,6 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 			}
 		}
 	}
-	reasons := map[digest.Digest]string{}
 	for _, row := range b.Rows {
 		br := BoardRow{Miner: row.Miner, Scored: row.Scored, Score: row.Score, Reward: row.Reward, Audit: row.Audit,
 			Cells: make([]BoardCell, len(row.Cells))}
@@ -254,63 +224,11 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 			if c.Status == scoring.CellCarried {
 				bc.CarriedWindow = carriedWindow
 			}
-			if c.Verdict != "" && (c.Status == scoring.CellRejected || c.Status == scoring.CellInProgress) {
-				reason, ok := reasons[c.Verdict]
-				if !ok {
-					reason = verdictReason(ctx, l, c.Verdict)
-					reasons[c.Verdict] = reason
-				}
-				bc.Reason = reason
-			}
 			br.Cells[j] = bc
 		}
 		p.Rows = append(p.Rows, br)
 	}
 	return "Leaderboard of round " + shortD(d), p, nil
-}
-
-// verdictReason reads the reason a verdict record gives, whatever its
-// protocol; "" when there is none or it cannot be read.
-func verdictReason(ctx context.Context, l *cas.Layout, d digest.Digest) string {
-	desc, err := l.Resolve(ctx, d.String())
-	if err != nil {
-		return ""
-	}
-	art, err := bundle.Load(ctx, l, desc)
-	if err != nil {
-		return ""
-	}
-	var v struct {
-		Status string `json:"status"`
-		Reason string `json:"reason"`
-	}
-	if json.Unmarshal(art.Record, &v) != nil {
-		return ""
-	}
-	return v.Reason
-}
-
-func seatOf(ctx context.Context, l *cas.Layout, d digest.Digest) (*SeatView, error) {
-	desc, err := l.Resolve(ctx, d.String())
-	if err != nil {
-		return nil, err
-	}
-	_, rec, err := consensus.LoadRecord(ctx, l, desc)
-	if err != nil {
-		return nil, err
-	}
-	v := &SeatView{SeatDecision: rec.Seat}
-	for _, r := range rec.Results {
-		for _, x := range []digest.Digest{r.Reveal, r.Submission} {
-			if rec.Seat.Holder != "" && x == rec.Seat.Holder {
-				v.HolderMiner = r.Miner
-			}
-			if rec.Seat.Challenger != "" && x == rec.Seat.Challenger {
-				v.ChallengerMiner = r.Miner
-			}
-		}
-	}
-	return v, nil
 }
 
 func shortD(d digest.Digest) string {

@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/internal/testenv"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
@@ -125,14 +127,15 @@ func TestRoundsJSON(t *testing.T) {
 	}
 }
 
-// TestLeaderboardJSON: one row per miner, one column per validator of the
-// stake table; rejected cells carry their verdict's reason; the honest miner
-// holds the seat and is rewarded.
+// TestLeaderboardJSON: one row per miner, one column per trusted validator
+// of the stake table (the fourth is not trusted and left out); rejected
+// cells carry their verdict's reason; the honest miner holds the seat and is
+// rewarded.
 func TestLeaderboardJSON(t *testing.T) {
 	d := newDemo(t)
 	var p BoardPage
 	getJSON(t, d.server(t), "/api/rounds/"+d.round.Digest.String(), &p)
-	if p.Consensus != d.consensus || len(p.Validators) != 4 || len(p.Rows) != 2 {
+	if p.Consensus != d.consensus || len(p.Validators) != 3 || len(p.Rows) != 2 {
 		t.Fatalf("consensus %s, %d validators, %d rows", p.Consensus, len(p.Validators), len(p.Rows))
 	}
 	if p.Seat == nil || p.Seat.HolderMiner == "" || p.Seat.HolderMiner != p.Rows[0].Miner || !p.Rows[0].SeatHolder {
@@ -141,14 +144,8 @@ func TestLeaderboardJSON(t *testing.T) {
 	if p.Rows[0].Reward != scoring.RewardRewarded || p.Rows[1].Reward != scoring.RewardUnrewarded {
 		t.Errorf("rewards %s %s", p.Rows[0].Reward, p.Rows[1].Reward)
 	}
-	hostileCol := -1
-	for j, v := range p.Validators {
-		if v == d.vals[3].Public().Fingerprint {
-			hostileCol = j
-		}
-		if p.Trusted[j] != (v != d.vals[3].Public().Fingerprint) {
-			t.Errorf("validator %s: trusted %v", v, p.Trusted[j])
-		}
+	if slices.Contains(p.Validators, d.vals[3].Public().Fingerprint) || p.LeftOut[consensus.LeftUntrusted] == 0 {
+		t.Errorf("validators %v, left out %v: the fourth validator's verdicts count", p.Validators, p.LeftOut)
 	}
 	for j, c := range p.Rows[1].Cells {
 		if c.Status != scoring.CellRejected || c.Reason != "reward_mismatch" || c.Verdict == "" {
@@ -156,11 +153,11 @@ func TestLeaderboardJSON(t *testing.T) {
 		}
 	}
 	for j, c := range p.Rows[0].Cells {
-		if j != hostileCol && c.Status != scoring.CellPassed {
+		if c.Status != scoring.CellPassed {
 			t.Errorf("honest miner, validator %d: %+v", j, c)
 		}
 	}
-	if p.Rows[1].Audit.Rejected != 4 || p.Rows[0].Audit.Passed != 3 {
+	if p.Rows[1].Audit.Rejected != 3 || p.Rows[0].Audit.Passed != 3 {
 		t.Errorf("audit %+v %+v", p.Rows[0].Audit, p.Rows[1].Audit)
 	}
 }
@@ -389,7 +386,7 @@ func TestFromRegistry(t *testing.T) {
 	if _, err := cas.Init(root); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(root, Options{Source: remote, SourceName: repo, Trusted: []TrustedKey{{Key: d.vals[0].Public()}}})
+	s, err := New(root, Options{Source: remote, SourceName: repo, Trusted: []TrustedKey{{Key: d.vals[0].Public()}, {Key: d.owner.Public()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +397,7 @@ func TestFromRegistry(t *testing.T) {
 	}
 	var b BoardPage
 	getJSON(t, s, "/api/rounds/"+d.round.Digest.String(), &b)
-	if b.Consensus != d.consensus || len(b.Rows) != 2 || len(b.Validators) != 4 {
+	if b.Consensus != d.consensus || len(b.Rows) != 2 || len(b.Validators) != 1 {
 		t.Fatalf("gathered leaderboard: consensus %s, %d rows, %d validators", b.Consensus, len(b.Rows), len(b.Validators))
 	}
 	getJSON(t, s, "/api/rounds", &rounds)
@@ -428,7 +425,7 @@ func TestCarried(t *testing.T) {
 	s := d.server(t)
 	rec := get(t, s, "GET", "/api/rounds/"+next.Digest.String())
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"validators": []`) ||
-		!strings.Contains(rec.Body.String(), `"trusted": []`) || !strings.Contains(rec.Body.String(), `"rows": []`) {
+		!strings.Contains(rec.Body.String(), `"left_out": {}`) || !strings.Contains(rec.Body.String(), `"rows": []`) {
 		t.Errorf("a round without verdicts: %d %s", rec.Code, rec.Body)
 	}
 	path := "/rounds/" + next.Digest.String() + "?carry_from=" + d.round.Digest.String()
@@ -451,8 +448,8 @@ func TestCarried(t *testing.T) {
 			}
 		}
 	}
-	if carried != 8 { // three validators on two miners, the hostile one and the rogue on one
-		t.Errorf("%d carried cells, want 8", carried)
+	if carried != 6 { // the three trusted validators on two miners; the hostile one and the rogue are not trusted
+		t.Errorf("%d carried cells, want 6", carried)
 	}
 	body := get(t, s, "GET", path).Body.String()
 	if !strings.Contains(body, `<span class="status">Carried</span>`) || !strings.Contains(body, "reveals closed 2026-12-02T00:00:00Z") {

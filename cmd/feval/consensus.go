@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/feval/feval/bundle"
@@ -81,6 +83,9 @@ func consensusCommand(a *appEnv) *cli.Command {
 				if err := consensus.Publish(c.Context, l, dst, res); err != nil {
 					return fmt.Errorf("pushing consensus: %w", err)
 				}
+			}
+			if x := res.Record.Excluded; len(x) > 0 {
+				fmt.Fprintf(a.stderr, "feval: left out %d of the round's votes: %s (listed under EXCLUDED)\n", len(x), exclusionText(x))
 			}
 			return a.render(out, res, func(w *tabw) { renderConsensus(w, res) })
 		},
@@ -198,6 +203,19 @@ func renderConsensus(w *tabw, res consensus.Outcome) {
 			w.row(short(x.Verdict.String()), short(x.Validator), short(x.Reveal.String()), fmt.Sprint(x.Sequence), string(x.Reason))
 		}
 	}
+}
+
+// exclusionText counts excluded votes by reason, in reason order.
+func exclusionText(x []consensus.Exclusion) string {
+	n := map[string]int{}
+	for _, e := range x {
+		n[string(e.Reason)]++
+	}
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(n)) {
+		parts = append(parts, fmt.Sprintf("%d %s", n[r], r))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ratioText renders an exact rational, with a decimal reading (4 places,

@@ -290,6 +290,8 @@ func leftOutText(left map[string]int) string {
 		{consensus.LeftOtherEntry, "about another round, reveal or miner"},
 		{consensus.LeftNotPassed, "not passed"},
 		{consensus.LeftNoTime, "without the reveal's first-seen time"},
+		{consensus.LeftNotStaked, "by trusted keys the consensus record's stake table does not name"},
+		{consensus.LeftSuperseded, "superseded by the same validator's later verdict"},
 	} {
 		if n := left[r.key]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, r.text))

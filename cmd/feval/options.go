@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,7 +122,7 @@ func (o *trustOptions) Flags() []cli.Flag {
 }
 
 func (o *trustOptions) Parse(c *cli.Context) {
-	o.Keys = c.StringSlice("pub")
+	o.Keys = slices.DeleteFunc(c.StringSlice("pub"), func(p string) bool { return p == "" }) // FEVAL_PUB= names none
 	o.own = pubPath(c.String("key"))
 	if o.own == ".pub" {
 		o.own = pubPath(defaultKey())
@@ -162,9 +163,14 @@ func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
 func (o *trustOptions) LoadForAggregate() ([]*bundle.PublicKey, error) {
 	keys, err := o.Load()
 	if errors.Is(err, errNoKey) {
-		return nil, usagef("no trusted key: name the validators whose verdicts count with --pub FILE (repeatable) or %s, or make your own with 'feval key generate'", envPub)
+		return nil, errNoTrustedKey()
 	}
 	return keys, err
+}
+
+// errNoTrustedKey is the refusal of an aggregate without a trusted key.
+func errNoTrustedKey() error {
+	return usagef("no trusted key: name the validators whose verdicts count with --pub FILE (repeatable) or %s, or make your own with 'feval key generate'", envPub)
 }
 
 // remoteOptions: how registries are reached, and how long feval waits for them.

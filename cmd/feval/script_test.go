@@ -73,6 +73,7 @@ func TestScripts(t *testing.T) {
 			"genoptask":       cmdGenOptask,
 			"genscentask":     cmdGenScentask,
 			"fixtureupstream": cmdFixtureUpstream,
+			"sameboard":       cmdSameBoard,
 		},
 	})
 }

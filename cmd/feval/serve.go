@@ -37,7 +37,8 @@ func serveCommand(a *appEnv) *cli.Command {
 		Usage: "read-only web viewer: rounds, leaderboards, each verdict's evidence, the optimizer frontier, any artifact",
 		Description: "Serves HTML pages (no script, no external resource) and the same data as JSON under /api.\n" +
 			"The viewer binds to a loopback address unless --allow-remote is given, and then answers only to a\n" +
-			"loopback Host. Signatures count only when made by a --pub key (default: your own key's .pub, if any).\n" +
+			"loopback Host. Verdicts and signatures count only when made by a trusted key: --pub or FEVAL_PUB\n" +
+			"(default: your own key's .pub); with none, serve refuses.\n" +
 			"With --from, artifacts missing locally are gathered from the registry into the local store, and\n" +
 			"--round names rounds to gather at start (a registry cannot list its rounds).",
 		Flags: flagSet([]cli.Flag{
@@ -77,9 +78,6 @@ func serveCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if len(keys) == 0 {
-				fmt.Fprintln(a.stderr, "feval serve: no trusted key (no --pub, and no key of your own): every signature is shown as untrusted")
-			}
 			cfg.opts.Trusted = keys
 			if st.Path != defaultStore() {
 				cfg.opts.StoreName = st.Path
@@ -111,13 +109,13 @@ func checkServeAddr(addr string, allowRemote bool) error {
 	return nil
 }
 
-// serveTrusted reads the --pub keys; with none given, the caller's own public
-// key when there is one (the viewer then simply trusts no key).
+// serveTrusted reads the trusted keys as every aggregate does: --pub or
+// FEVAL_PUB, else the caller's own public key; with none it refuses.
 func serveTrusted(tr *trustOptions) ([]web.TrustedKey, error) {
 	paths := tr.Keys
 	if len(paths) == 0 {
 		if _, err := os.Stat(tr.own); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+			return nil, errNoTrustedKey()
 		}
 		paths = []string{tr.own}
 	}
