@@ -338,24 +338,52 @@ func (s *Server) trustedKeys() []*bundle.PublicKey {
 // and the emission split at one time.
 type FrontierPage struct {
 	// Configured is false when the viewer was started without runs.
-	Configured bool                     `json:"configured"`
+	Configured bool `json:"configured"`
+	// Round is the round the runs come from ("" for a runs file); LeftOut
+	// counts its verdicts that did not count, by reason, and Reconciled
+	// lists the runs its verdicts report differently.
+	Round      digest.Digest            `json:"round,omitempty"`
+	LeftOut    map[string]int           `json:"left_out,omitempty"`
+	Reconciled []consensus.Reconciled   `json:"reconciled,omitempty"`
 	History    *scoring.FrontierHistory `json:"history,omitempty"`
 	Emission   *scoring.Emission        `json:"emission,omitempty"`
 	BarChart   *BarOverTime             `json:"-"`
 	SplitChart *SplitChart              `json:"-"`
 }
 
-func (s *Server) frontierPage(_ context.Context, _ *cas.Layout, r *http.Request) (string, any, error) {
+func (s *Server) frontierPage(ctx context.Context, l *cas.Layout, r *http.Request) (string, any, error) {
 	f := s.opts.Frontier
 	if f == nil {
 		return "Optimizer frontier", FrontierPage{}, nil
 	}
-	h, err := scoring.FoldFrontier(f.BaselineMicroNats, f.Runs, f.Rules.Frontier)
+	p := FrontierPage{Configured: true}
+	baseline, runs := f.BaselineMicroNats, f.Runs
+	if f.Round != "" {
+		if s.opts.Source != nil {
+			desc, err := s.opts.Source.Resolve(ctx, f.Round.String())
+			if err != nil {
+				return "", nil, fmt.Errorf("round %s: %w", f.Round, err)
+			}
+			if err := consensus.Gather(ctx, s.opts.Source, l, desc); err != nil {
+				return "", nil, err
+			}
+		}
+		res, err := consensus.RunsFromVerdicts(ctx, l, consensus.RunsRequest{Round: f.Round, Launch: f.Launch, Trusted: s.trustedKeys()})
+		if err != nil {
+			if errors.Is(err, consensus.ErrInput) {
+				err = fmt.Errorf("%w: %v", ErrBadQuery, err)
+			}
+			return "", nil, err
+		}
+		baseline, runs = res.BaselineMicroNats, res.Runs
+		p.Round, p.LeftOut, p.Reconciled = f.Round, res.LeftOut, res.Reconciled
+	}
+	h, err := scoring.FoldFrontier(baseline, runs, f.Rules.Frontier)
 	if err != nil {
 		return "", nil, err
 	}
 	var at int64
-	for _, run := range f.Runs {
+	for _, run := range runs {
 		at = max(at, run.AtSec)
 	}
 	if v := r.URL.Query().Get("at"); v != "" {
@@ -369,7 +397,7 @@ func (s *Server) frontierPage(_ context.Context, _ *cas.Layout, r *http.Request)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 	}
-	p := FrontierPage{Configured: true, History: &h, Emission: &e}
+	p.History, p.Emission = &h, &e
 	p.BarChart = barOverTime(h, at)
 	p.SplitChart = splitChart(e)
 	return "Optimizer frontier", p, nil

@@ -53,11 +53,20 @@ type TrustedKey struct {
 
 // Frontier is what the frontier page folds: the runs of an optimizer
 // competition in the order they became final, the bar at launch and the
-// rules (see [scoring.FoldFrontier] and [scoring.SplitEmission]).
+// rules (see [scoring.FoldFrontier] and [scoring.SplitEmission]). With Round
+// set, the runs and the baseline are read at every request from the round's
+// verdicts signed by the viewer's trusted keys ([consensus.RunsFromVerdicts],
+// as 'feval frontier --round' reads them), so that the page follows the
+// verdicts as validators publish them; Runs and BaselineMicroNats are then
+// unused.
 type Frontier struct {
 	BaselineMicroNats int64
 	Runs              []scoring.Run
 	Rules             scoring.Rules
+	// Round is an optimizer round; Launch the competition's launch, which
+	// run times count from.
+	Round  digest.Digest
+	Launch time.Time
 }
 
 // Options configure a Server. The zero value serves a local store with no

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/scoring"
 	"github.com/feval/feval/web"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -52,27 +54,63 @@ func cmdSameBoard(ts *testscript.TestScript, neg bool, args []string) {
 	b := []byte(ts.ReadFile(args[0]))
 	ts.Check(json.Unmarshal(b, &cli))
 	ts.Check(json.Unmarshal(b, &round))
-	var keys []web.TrustedKey
-	for _, p := range args[1:] {
-		pem, err := os.ReadFile(ts.MkAbs(p))
-		ts.Check(err)
-		k, err := bundle.ParsePublicKey(pem)
-		ts.Check(err)
-		keys = append(keys, web.TrustedKey{Path: p, Key: k})
-	}
-	srv, err := web.New(ts.Getenv("FEVAL_STORE"), web.Options{Trusted: keys})
+	srv, err := web.New(ts.Getenv("FEVAL_STORE"), web.Options{Trusted: scriptKeys(ts, args[1:])})
 	ts.Check(err)
-	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/rounds/"+round.Round, nil))
-	if rec.Code != http.StatusOK {
-		ts.Fatalf("GET /api/rounds/%s: %d %s", round.Round, rec.Code, rec.Body)
-	}
 	var page boardView
-	ts.Check(json.Unmarshal(rec.Body.Bytes(), &page))
+	webGet(ts, srv, "/api/rounds/"+round.Round, &page)
 	if !reflect.DeepEqual(cli, page) {
 		want, _ := json.Marshal(cli)
 		got, _ := json.Marshal(page)
 		ts.Fatalf("the web page's leaderboard differs from the CLI's:\ncli %s\nweb %s", want, got)
 	}
 	ts.Logf("the web page shows the CLI's leaderboard: %d rows, %d validators", len(cli.Rows), len(cli.Validators))
+}
+
+// cmdSameFrontier checks that the web viewer started as 'feval serve
+// --frontier-round ROUND' shows the frontier 'feval frontier --round ROUND
+// --json' wrote to a file, on the store of $FEVAL_STORE with the same trusted
+// keys: samefrontier CLI.json ROUND PUB...
+func cmdSameFrontier(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 {
+		ts.Fatalf("usage: samefrontier CLI.json ROUND PUB...")
+	}
+	var cli any
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), &cli))
+	cfg := serveConfig{store: ts.Getenv("FEVAL_STORE"),
+		opts: web.Options{Trusted: scriptKeys(ts, args[2:]), Frontier: &web.Frontier{Rules: scoring.DefaultRules()}}}
+	ts.Check(cfg.resolveFrontier(context.Background(), args[1], ""))
+	srv, err := web.New(cfg.store, cfg.opts)
+	ts.Check(err)
+	var page struct {
+		History any `json:"history"`
+	}
+	webGet(ts, srv, "/api/frontier", &page)
+	if !reflect.DeepEqual(cli, page.History) {
+		want, _ := json.Marshal(cli)
+		got, _ := json.Marshal(page.History)
+		ts.Fatalf("the web page's frontier differs from the CLI's:\ncli %s\nweb %s", want, got)
+	}
+}
+
+// scriptKeys reads public key files as the viewer's trusted keys.
+func scriptKeys(ts *testscript.TestScript, paths []string) []web.TrustedKey {
+	var keys []web.TrustedKey
+	for _, p := range paths {
+		pem, err := os.ReadFile(ts.MkAbs(p))
+		ts.Check(err)
+		k, err := bundle.ParsePublicKey(pem)
+		ts.Check(err)
+		keys = append(keys, web.TrustedKey{Path: p, Key: k})
+	}
+	return keys
+}
+
+// webGet decodes the JSON a viewer serves at path into v.
+func webGet(ts *testscript.TestScript, srv *web.Server, path string, v any) {
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if rec.Code != http.StatusOK {
+		ts.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+	}
+	ts.Check(json.Unmarshal(rec.Body.Bytes(), v))
 }

@@ -74,6 +74,7 @@ func TestScripts(t *testing.T) {
 			"genscentask":     cmdGenScentask,
 			"fixtureupstream": cmdFixtureUpstream,
 			"sameboard":       cmdSameBoard,
+			"samefrontier":    cmdSameFrontier,
 		},
 	})
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/consensus"
+	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/scoring"
 	"github.com/feval/feval/web"
 	"github.com/urfave/cli/v2"
 )
@@ -46,9 +48,11 @@ func serveCommand(a *appEnv) *cli.Command {
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address (anyone who can reach it can read the store)"},
 			&cli.StringFlag{Name: "from", Usage: "registry repository to gather rounds, verdicts and artifacts from"},
 			&cli.StringSliceFlag{Name: "round", Usage: "with --from: a round (digest or tag in the registry) to gather at start; repeatable"},
+			&cli.StringFlag{Name: "frontier-round", Usage: "an optimizer round (digest, prefix or tag) whose trusted verdicts the frontier page folds, read anew at every request"},
+			&cli.StringFlag{Name: "launch", Usage: "with --frontier-round: the competition's launch, RFC 3339 (default: when the round's commits close)"},
 			&cli.StringFlag{Name: "events", Usage: "optimizer runs JSON, as for 'feval frontier', shown on the frontier page"},
 			&cli.Int64Flag{Name: "baseline", Usage: "with --events: the bar at launch, in micro-nats"},
-			&cli.StringFlag{Name: "rules", Usage: "with --events: rules JSON file (default: the documented defaults)"},
+			&cli.StringFlag{Name: "rules", Usage: "with --events or --frontier-round: rules JSON file (default: the documented defaults)"},
 		}, st.Flags(), rem.Flags(), tr.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -65,15 +69,11 @@ func serveCommand(a *appEnv) *cli.Command {
 			if len(cfg.rounds) > 0 && cfg.from == "" {
 				return usagef("--round gathers from a registry: give --from REPO too")
 			}
-			if c.String("events") != "" || c.IsSet("baseline") {
-				fo := &frontierOptions{}
-				if err := fo.Parse(c); err != nil {
-					return err
-				}
-				cfg.opts.Frontier = &web.Frontier{BaselineMicroNats: fo.baseline, Runs: fo.runs, Rules: fo.rules}
-			} else if c.String("rules") != "" {
-				return usagef("--rules applies to the frontier: give --events FILE and --baseline MICRONATS too")
+			f, err := serveFrontier(c)
+			if err != nil {
+				return err
 			}
+			cfg.opts.Frontier = f
 			keys, err := serveTrusted(tr)
 			if err != nil {
 				return err
@@ -91,9 +91,108 @@ func serveCommand(a *appEnv) *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if r := c.String("frontier-round"); r != "" {
+				if err := cfg.resolveFrontier(ctx, r, c.String("launch")); err != nil {
+					return err
+				}
+			}
 			return runServe(ctx, cfg, a.stdout, a.stderr)
 		},
 	}
+}
+
+// serveFrontier reads what the frontier page folds: a runs file with its
+// baseline, or the rules of an optimizer round's verdicts (the round itself
+// is resolved by resolveFrontier); nil when neither is given.
+func serveFrontier(c *cli.Context) (*web.Frontier, error) {
+	events, round := c.String("events"), c.String("frontier-round")
+	switch {
+	case events != "" && round != "":
+		return nil, usagef("--events and --frontier-round both give the frontier's runs: use one")
+	case events == "" && c.IsSet("baseline"):
+		return nil, usagef("--baseline goes with --events FILE")
+	case round == "" && c.String("launch") != "":
+		return nil, usagef("--launch goes with --frontier-round ROUND")
+	case events == "" && round == "":
+		if c.String("rules") != "" {
+			return nil, usagef("--rules applies to the frontier: give --frontier-round ROUND, or --events FILE and --baseline MICRONATS")
+		}
+		return nil, nil
+	}
+	f := &web.Frontier{Rules: scoring.DefaultRules()}
+	if p := c.String("rules"); p != "" {
+		b, err := readInputFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if f.Rules, err = consensus.ParseRules(b); err != nil {
+			return nil, usagef("%s: %v", p, err)
+		}
+	}
+	if events != "" {
+		if !c.IsSet("baseline") {
+			return nil, usagef("--events needs --baseline MICRONATS, the bar at launch")
+		}
+		b, err := readInputFile(events)
+		if err != nil {
+			return nil, err
+		}
+		if f.Runs, err = consensus.ParseRuns(b); err != nil {
+			return nil, usagef("%s: %v", events, err)
+		}
+		f.BaselineMicroNats = c.Int64("baseline")
+	}
+	return f, nil
+}
+
+// resolveFrontier names the frontier's round by digest, gathering it from
+// the registry first when serving from one, and sets the launch: the given
+// time, or when the round's commits close.
+func (cfg *serveConfig) resolveFrontier(ctx context.Context, ref, launch string) error {
+	open := cas.OpenLayout
+	if cfg.opts.Source != nil {
+		open = cas.Init // the local store is the registry's cache
+	}
+	l, err := open(cfg.store)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	var src cas.Store = l
+	if cfg.opts.Source != nil {
+		src = cfg.opts.Source
+	}
+	desc, err := resolveIn(ctx, l, src, ref)
+	if err != nil {
+		return err
+	}
+	if src != cas.Store(l) {
+		if err := consensus.Gather(ctx, src, l, desc); err != nil {
+			return err
+		}
+	}
+	var r protocol.Round
+	if _, err := protocol.LoadAs(ctx, l, desc, protocol.KindRound, &r); err != nil {
+		return err
+	}
+	if r.Protocol != "optimizer" {
+		return usagef("--frontier-round %s is a round of protocol %q: the frontier is the optimizer's", ref, r.Protocol)
+	}
+	f := cfg.opts.Frontier
+	f.Round = desc.Digest
+	switch {
+	case launch != "":
+		if f.Launch, err = time.Parse(time.RFC3339, launch); err != nil {
+			return usagef("--launch %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", launch)
+		}
+	case r.CommitUntil.Kind != "time":
+		return usagef("the round's windows are block heights: give --launch TIME")
+	default:
+		if f.Launch, err = time.Parse(time.RFC3339, r.CommitUntil.Time); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkServeAddr refuses a listening address that is not loopback unless
@@ -193,6 +292,7 @@ func init() {
 	commandExamples["serve"] = `   feval serve
    feval serve --store bin/demo/store --pub bin/demo/validator.pub
    feval serve --from registry.example/comp/rollouts --round round --pub validator.pub
+   feval serve --frontier-round opt-round --pub validator.pub
    feval serve --events runs.json --baseline 3500000
    feval serve --addr 0.0.0.0:8080 --allow-remote`
 }

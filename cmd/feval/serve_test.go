@@ -7,12 +7,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/web"
+	"github.com/urfave/cli/v2"
 )
 
 // TestServeAddr: the viewer binds to loopback unless told otherwise.
@@ -102,5 +105,50 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop")
+	}
+}
+
+// TestServeFrontierFlags: the frontier page takes a runs file with its
+// baseline, or an optimizer round; the serve command's own --round (rounds
+// to gather) does not count as either, and mixed or partial flags are usage
+// errors.
+func TestServeFrontierFlags(t *testing.T) {
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs.json")
+	if err := os.WriteFile(runs, []byte(`[{"submission":"sha256:`+strings.Repeat("ab", 32)+`","author":"a","run_index":0,"loss_micro_nats":1900000,"at_sec":60}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(args ...string) (*web.Frontier, error) {
+		var f *web.Frontier
+		var err error
+		cmd := serveCommand(&appEnv{stdout: io.Discard, stderr: io.Discard})
+		cmd.Action = func(c *cli.Context) error { f, err = serveFrontier(c); return nil }
+		app := &cli.App{Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+		if rerr := app.Run(append([]string{"feval", "serve"}, args...)); rerr != nil {
+			t.Fatalf("%v: %v", args, rerr)
+		}
+		return f, err
+	}
+	f, err := parse("--events", runs, "--baseline", "2000000", "--round", "r1", "--from", "localhost:5000/x")
+	if err != nil || f == nil || f.BaselineMicroNats != 2000000 || len(f.Runs) != 1 || f.Round != "" {
+		t.Fatalf("--events with --round to gather: %+v, %v", f, err)
+	}
+	if f, err := parse(); f != nil || err != nil {
+		t.Errorf("no frontier flag: %+v, %v", f, err)
+	}
+	for _, args := range [][]string{
+		{"--events", runs},
+		{"--baseline", "5"},
+		{"--events", runs, "--baseline", "5", "--frontier-round", "r1"},
+		{"--launch", "2026-12-01T00:00:00Z"},
+		{"--rules", runs},
+	} {
+		if _, err := parse(args...); exitCode(err) != exitUsage {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+	f, err = parse("--frontier-round", "r1")
+	if err != nil || f == nil || f.Runs != nil {
+		t.Errorf("--frontier-round: %+v, %v", f, err)
 	}
 }
