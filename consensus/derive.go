@@ -245,8 +245,9 @@ type verdictMeta struct {
 	// (optimizer), which consensus excludes as malformed and a leaderboard
 	// shows as passed.
 	unscored bool
-	// reason is the verdict's reason, as it gives it.
-	reason string
+	// reason is the verdict's reason, as it gives it; summary what it
+	// decided, in a few words.
+	reason, summary string
 }
 
 // votes turns one verdict into votes: one per valid signer, or one excluded vote

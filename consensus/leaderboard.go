@@ -287,7 +287,7 @@ func roundCells(ctx context.Context, st cas.Store, round roundInfo, trusted []*b
 			}
 			cell := scoring.Entry{Miner: e.miner, Validator: v.Validator, Sequence: v.Sequence, Score: v.Score,
 				Submission: meta.submission, Verdict: v.Verdict, UnverifiedBeacon: meta.unverifiedBeacon, Unscored: unscored,
-				Reason: meta.reason}
+				Reason: meta.reason, Summary: meta.summary}
 			switch v.Status {
 			case scoring.StatusPassed:
 				cell.Status = scoring.CellPassed

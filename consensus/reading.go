@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/feval/feval/bundle"
@@ -37,6 +38,9 @@ type reading struct {
 	// unscored: a strict verdict of a protocol whose verdicts carry no score
 	// (optimizer).
 	unscored bool
+	// summary is what a strict verdict decided, in a few words, for a
+	// leaderboard cell.
+	summary string
 }
 
 // vote is what the reading gives each signer's vote, before the vote is
@@ -48,7 +52,7 @@ func (r reading) vote() (scoring.Vote, verdictMeta) {
 	var v scoring.Vote
 	var meta verdictMeta
 	if h := r.head; h != nil {
-		meta = verdictMeta{reveal: h.Inputs.Reveal, submission: h.Submission, reason: h.Reason}
+		meta = verdictMeta{reveal: h.Inputs.Reveal, submission: h.Submission, reason: h.Reason, summary: r.summary}
 		v.Sequence = h.Sequence
 	}
 	if r.malformed != "" {
@@ -116,6 +120,8 @@ func readVerdict(ctx context.Context, st cas.Store, desc ocispec.Descriptor, pro
 	r.score, r.unverified, err = decodeProtocol(art, proto)
 	if err != nil {
 		r.malformed = err.Error()
+	} else {
+		r.summary = summaryOf(art, proto)
 	}
 	r.unscored = proto == "optimizer"
 	return r, nil
@@ -139,6 +145,43 @@ func decodeHead(obj map[string]any) (protocol.VerdictHead, error) {
 		return protocol.VerdictHead{}, err
 	}
 	return h, nil
+}
+
+// summaryOf is what a strict verdict of a protocol decided, in a few words:
+// a scenarios verdict's score of its maximum and cost, an optimizer
+// verdict's outcome and held-out losses ("" for rollouts, whose cell shows
+// its score).
+func summaryOf(art *bundle.Loaded, proto string) string {
+	switch proto {
+	case "scenarios":
+		var v scenarios.Verdict
+		if art.Decode(&v) != nil {
+			return ""
+		}
+		score := v.Score
+		if score == "" {
+			score = "-"
+		}
+		cost := v.CostMicroUSD
+		return fmt.Sprintf("%s of %d, $%d.%06d", score, v.MaxScore, cost/1_000_000, cost%1_000_000)
+	case "optimizer":
+		var v optimizer.Verdict
+		if art.Decode(&v) != nil {
+			return ""
+		}
+		var losses []string
+		for _, r := range v.Runs {
+			if r.HeldOutLossMicroNats != nil {
+				losses = append(losses, fmt.Sprint(*r.HeldOutLossMicroNats))
+			}
+		}
+		out := v.Outcome
+		if len(losses) > 0 {
+			out = strings.TrimPrefix(out+", held-out losses "+strings.Join(losses, ", ")+" micro-nats", ", ")
+		}
+		return out
+	}
+	return ""
 }
 
 // decodeProtocol decodes a record that matched its protocol's schema into the

@@ -65,8 +65,11 @@ type Entry struct {
 	// Unscored marks a passed verdict of a protocol whose verdicts carry no
 	// score (optimizer): Score is 0 and means nothing.
 	Unscored bool `json:"unscored,omitempty"`
-	// Reason is the verdict's reason, as it gives it.
-	Reason string `json:"reason,omitempty"`
+	// Reason is the verdict's reason, as it gives it; Summary what it
+	// decided in a few words (a scenarios score of its maximum and cost, an
+	// optimizer outcome and losses).
+	Reason  string `json:"reason,omitempty"`
+	Summary string `json:"summary,omitempty"`
 }
 
 // Standing is a miner's reward status and consensus score, which order the rows.
@@ -83,10 +86,11 @@ type Cell struct {
 	CarriedFrom string        `json:"carried_from,omitempty"`
 	Submission  digest.Digest `json:"submission,omitempty"`
 	Verdict     digest.Digest `json:"verdict,omitempty"`
-	// UnverifiedBeacon, Unscored and Reason are the entry's.
+	// UnverifiedBeacon, Unscored, Reason and Summary are the entry's.
 	UnverifiedBeacon bool   `json:"unverified_beacon,omitempty"`
 	Unscored         bool   `json:"unscored,omitempty"`
 	Reason           string `json:"reason,omitempty"`
+	Summary          string `json:"summary,omitempty"`
 }
 
 // Audit counts a row's cells by status.
@@ -183,7 +187,7 @@ func Leaderboard(entries []Entry, standings []Standing) (Board, error) {
 				continue
 			}
 			row.Cells[j] = Cell{Status: e.Status, Score: e.Score, CarriedFrom: e.CarriedFrom, Submission: e.Submission, Verdict: e.Verdict,
-				UnverifiedBeacon: e.UnverifiedBeacon, Unscored: e.Unscored, Reason: e.Reason}
+				UnverifiedBeacon: e.UnverifiedBeacon, Unscored: e.Unscored, Reason: e.Reason, Summary: e.Summary}
 			switch e.Status {
 			case CellPassed:
 				row.Audit.Passed++
@@ -236,7 +240,7 @@ func (e Entry) validate() error {
 func sameEntry(a, b Entry) bool {
 	return a.Status == b.Status && a.Score.Cmp(b.Score) == 0 && a.CarriedFrom == b.CarriedFrom &&
 		a.Submission == b.Submission && a.Verdict == b.Verdict && a.UnverifiedBeacon == b.UnverifiedBeacon &&
-		a.Unscored == b.Unscored && a.Reason == b.Reason
+		a.Unscored == b.Unscored && a.Reason == b.Reason && a.Summary == b.Summary
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -193,6 +193,16 @@ func TestBrowser(t *testing.T) {
 	if n := eval(`document.querySelectorAll("script, img, [onerror]").length`); n != 0 {
 		t.Fatalf("the hostile verdict's page holds %d script, img or handler elements", n)
 	}
+	// A verdict no trusted key signed never reads as passed.
+	do("forged", chromedp.Navigate(srv.URL+"/verdicts/"+d.forged.String()), chromedp.WaitVisible(chromedp.CSS(".verdict-status")))
+	page("forged", "Evidence")
+	if st := text(".verdict-status"); !strings.HasPrefix(strings.ToLower(st), "claimed passed, untrusted") ||
+		eval(`document.querySelectorAll(".verdict-status.passed").length`) != 0 {
+		t.Fatalf("the forged verdict's status reads %q", st)
+	}
+	if w := text("ul.warnings li"); !strings.HasPrefix(w, "untrusted:") {
+		t.Fatalf("the forged verdict's warning %q", w)
+	}
 
 	// Every page reads the same with JavaScript disabled.
 	if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {

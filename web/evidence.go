@@ -49,8 +49,14 @@ type EvidencePage struct {
 	Rows *int64 `json:"rows,omitempty"`
 	// ClaimedScore is the score the submission claims over all its rows.
 	ClaimedScore string `json:"claimed_score,omitempty"`
+	// Warnings qualify the status: no trusted signature, an unverified
+	// beacon, an infra_error (see [Summarize]).
+	Warnings []string `json:"warnings"`
 	// Audit is the sampled recomputation, when the verdict has one.
 	Audit *AuditView `json:"audit,omitempty"`
+	// Scenarios and Optimizer are what a verdict of those protocols decided.
+	Scenarios *ScenariosView `json:"scenarios,omitempty"`
+	Optimizer *OptimizerView `json:"optimizer,omitempty"`
 	// Inputs are the verdict's named inputs: digests link to their pages.
 	Inputs []Input `json:"inputs"`
 	// Violations are the gate findings, as recorded.
@@ -189,15 +195,31 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 	costs.walk(rec)
 	losses := map[string]int64{}
 	collectLosses(rec, "", losses)
+	// The linked artifacts: under the generic names, and where a protocol's
+	// verdict names them.
+	named := map[string][]digest.Digest{}
+	for _, name := range []string{"traces", "trace", "receipts", "checkpoints", "checkpoint"} {
+		named[name] = digestsIn(top[name])
+	}
+	if v := p.Scenarios; v != nil {
+		traces, receipts := v.linkedDigests()
+		named["trace"] = append(named["trace"], traces...)
+		named["receipts"] = append(named["receipts"], receipts...)
+	}
+	if v := p.Optimizer; v != nil {
+		named["checkpoint"] = append(named["checkpoint"], v.checkpoints()...)
+	}
+	seen := map[digest.Digest]bool{}
 	for _, f := range []struct {
 		names []string
 		into  *[]Linked
 	}{{[]string{"traces", "trace"}, &p.Traces}, {[]string{"receipts"}, &p.Receipts}, {[]string{"checkpoints", "checkpoint"}, &p.Checkpoints}} {
 		for _, name := range f.names {
-			for _, d := range digestsIn(top[name]) {
-				if len(*f.into) >= maxLinked {
-					break
+			for _, d := range named[name] {
+				if len(*f.into) >= maxLinked || seen[d] {
+					continue
 				}
+				seen[d] = true
 				lk, linkedRec, payloads := s.linked(ctx, l, d)
 				*f.into = append(*f.into, lk)
 				if linkedRec != nil {
@@ -211,6 +233,10 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 		}
 	}
 	p.Costs = costs.chart()
+	if v := p.Scenarios; v != nil {
+		// The verdict's own per-scenario costs are what it signed.
+		p.Costs = v.costChart()
+	}
 	for _, k := range sortedKeys(losses) {
 		p.Losses = append(p.Losses, Loss{Path: k, MicroNats: losses[k]})
 	}
@@ -222,6 +248,9 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 		p.TrustedKeys = append(p.TrustedKeys, k.Key.Fingerprint)
 	}
 	p.Trusted = len(bundle.TrustedSigners(p.Signatures)) > 0
+	if !p.Trusted {
+		p.Warnings = append([]string{"untrusted: no key this viewer trusts signed this verdict, so what it says is only a claim"}, p.Warnings...)
+	}
 	p.Replay = s.replayCommand(desc.Digest, p.Signatures)
 	return "Evidence for verdict " + shortD(desc.Digest), p, nil
 }
@@ -238,7 +267,11 @@ func recordEvidence(record []byte) (EvidencePage, any, error) {
 	p := EvidencePage{Protocol: str(top, "protocol"), Status: str(top, "status"),
 		Reason: str(top, "reason"), Submission: str(top, "submission"), ClaimedScore: str(top, "claimed_score"),
 		Inputs: []Input{}, Violations: []json.RawMessage{}, Traces: []Linked{}, Receipts: []Linked{},
-		Checkpoints: []Linked{}, Losses: []Loss{}, TrustedKeys: []string{}}
+		Checkpoints: []Linked{}, Losses: []Loss{}, TrustedKeys: []string{}, Warnings: verdictWarnings(record),
+		Scenarios: scenariosView(record), Optimizer: optimizerView(record)}
+	if p.Warnings == nil {
+		p.Warnings = []string{}
+	}
 	if n, ok := integer(top["sequence"]); ok && n >= 0 {
 		u := uint64(n)
 		p.Sequence = &u

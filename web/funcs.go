@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math/big"
+	"net/url"
 	"strings"
 
 	"github.com/feval/feval/scoring"
@@ -20,6 +21,7 @@ var funcs = template.FuncMap{
 	"digestOf":   func(d digest.Digest) string { return d.String() },
 	"group":      func(name string, items []Linked) linkedGroup { return linkedGroup{name, items} },
 	"nats":       nats,
+	"pathEscape": url.PathEscape,
 }
 
 type linkedGroup struct {

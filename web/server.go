@@ -132,6 +132,7 @@ func New(root string, opts Options) (*Server, error) {
 	s.route("/rounds/{round}", "board", s.boardPage)
 	s.route("/verdicts/{verdict}", "evidence", s.evidencePage)
 	s.route("/verdicts/{verdict}/replay", "replay", s.replayPage)
+	s.route("/verdicts/{verdict}/scenarios/{scenario}", "exchanges", s.exchangesPage)
 	s.route("/frontier", "frontier", s.frontierPage)
 	s.route("/artifacts/{digest}", "artifact", s.artifactPage)
 	s.mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
@@ -339,7 +340,7 @@ func (s *Server) writeHTML(w http.ResponseWriter, code int, name string, v view)
 }
 
 func (s *Server) parseTemplates() error {
-	for _, name := range []string{"rounds", "board", "evidence", "replay", "frontier", "artifact", "error"} {
+	for _, name := range []string{"rounds", "board", "evidence", "replay", "exchanges", "frontier", "artifact", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/base.html", "templates/charts.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("template %s: %w", name, err)

@@ -33,11 +33,62 @@ func Summarize(kind string, record []byte) []Field {
 	var out []Field
 	if kind == "verdict" {
 		out = summarizeVerdict(m)
+		at := StatusEnd(out)
+		var tail []Field
+		for _, w := range verdictWarnings(record) {
+			tail = append(tail, Field{"warning", w})
+		}
+		out = append(out[:at], append(tail, out[at:]...)...)
+		if v := scenariosView(record); v != nil {
+			out = append(out, v.fields()...)
+		}
+		if v := optimizerView(record); v != nil {
+			out = append(out, v.fields()...)
+		}
 	} else {
 		flatten(m, "", &out)
 	}
 	for i := range out {
 		out[i].Name = clipValue(out[i].Name)
+	}
+	return out
+}
+
+// StatusEnd is the index in a verdict's summary just after its status and
+// reason: where warnings about the status go.
+func StatusEnd(fs []Field) int {
+	i := 0
+	for i < len(fs) && (fs[i].Name == "status" || fs[i].Name == "reason" || fs[i].Name == "warning") {
+		i++
+	}
+	return i
+}
+
+// verdictWarnings are what a verdict record itself says that qualifies its
+// status: an infra_error that is not the miner's result, and a sample or
+// seeds drawn from a beacon value nothing shows was not chosen.
+func verdictWarnings(record []byte) []string {
+	var v struct {
+		Status string `json:"status"`
+		Audit  *struct {
+			Full   bool `json:"full"`
+			Beacon *struct {
+				Verified bool `json:"verified"`
+			} `json:"beacon"`
+		} `json:"audit"`
+		Beacon *struct {
+			Verified bool `json:"verified"`
+		} `json:"beacon"`
+	}
+	if json.Unmarshal(record, &v) != nil {
+		return nil
+	}
+	var out []string
+	if v.Status == "infra_error" {
+		out = append(out, "infra_error: the validator's machine or a provider failed, not the submission; the evaluation is to be repeated and decides nothing")
+	}
+	if a := v.Audit; (a != nil && !a.Full && a.Beacon != nil && !a.Beacon.Verified) || (v.Beacon != nil && !v.Beacon.Verified) {
+		out = append(out, "unverified beacon: the sample or seeds come from a beacon value nothing shows the validator did not choose")
 	}
 	return out
 }

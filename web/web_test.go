@@ -337,7 +337,8 @@ func TestSummarize(t *testing.T) {
 	}
 	want := map[string]string{"status": "rejected", "reason": "reward_mismatch�[31m", "claimed_score": "7/20", "sequence": "3",
 		"audit": "320 rows sampled with beacon drand:x v", "mismatches": "6 (a, b, c, d, e, …)", "undetermined": "0",
-		"inputs.round": "sha256:00", "inputs.task": "sha256:11"}
+		"inputs.round": "sha256:00", "inputs.task": "sha256:11",
+		"warning": "unverified beacon: the sample or seeds come from a beacon value nothing shows the validator did not choose"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)

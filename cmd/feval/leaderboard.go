@@ -112,6 +112,9 @@ func cellText(c scoring.Cell) string {
 func cellStatusText(c scoring.Cell) string {
 	switch c.Status {
 	case scoring.CellPassed:
+		if c.Summary != "" {
+			return "Passed " + c.Summary
+		}
 		if c.Unscored {
 			return "Passed"
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,6 +35,7 @@ type boardView struct {
 			CarriedFrom      string `json:"carried_from"`
 			Verdict          string `json:"verdict"`
 			Reason           string `json:"reason"`
+			Summary          string `json:"summary"`
 			Unscored         bool   `json:"unscored"`
 			UnverifiedBeacon bool   `json:"unverified_beacon"`
 		} `json:"cells"`
@@ -113,4 +115,19 @@ func webGet(ts *testscript.TestScript, srv *web.Server, path string, v any) {
 		ts.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
 	}
 	ts.Check(json.Unmarshal(rec.Body.Bytes(), v))
+}
+
+// cmdWebGet prints the JSON the web viewer serves at a path, on the store of
+// $FEVAL_STORE with the named trusted keys: webget PATH PUB...
+func cmdWebGet(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: webget PATH PUB...")
+	}
+	srv, err := web.New(ts.Getenv("FEVAL_STORE"), web.Options{Trusted: scriptKeys(ts, args[1:])})
+	ts.Check(err)
+	var v any
+	webGet(ts, srv, args[0], &v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "%s\n", b)
 }

@@ -75,6 +75,7 @@ func TestScripts(t *testing.T) {
 			"fixtureupstream": cmdFixtureUpstream,
 			"sameboard":       cmdSameBoard,
 			"samefrontier":    cmdSameFrontier,
+			"webget":          cmdWebGet,
 		},
 	})
 }
