@@ -50,6 +50,9 @@ type Board struct {
 	CarryFrom digest.Digest `json:"carry_from,omitempty"`
 	// Seat is the consensus record's seat decision; nil without a record.
 	Seat *Seat `json:"seat,omitempty"`
+	// Stakes are the stakes of the validators shown, from the consensus
+	// record's stake table; nil without a record.
+	Stakes map[string]uint64 `json:"stakes,omitempty"`
 	// LeftOut counts the verdicts of the round's entries that no cell
 	// shows, by reason (Left*).
 	LeftOut map[string]int `json:"left_out"`
@@ -147,6 +150,12 @@ func Leaderboard(ctx context.Context, l *cas.Layout, req BoardRequest) (Board, e
 	}
 	if b.Board, err = scoring.Leaderboard(entries, standings); err != nil {
 		return Board{}, err
+	}
+	if stakes != nil {
+		b.Stakes = map[string]uint64{}
+		for _, v := range b.Validators {
+			b.Stakes[v] = stakes[v]
+		}
 	}
 	return b, nil
 }

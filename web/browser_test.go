@@ -142,6 +142,30 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("%d cells read \"Rejected (reward_mismatch) 0\", want 3", n)
 	}
 
+	// Search by miner and filter by status, with the page's own form.
+	honest := eval(`document.querySelectorAll("table.board tbody tr").length`)
+	if honest != 2 {
+		t.Fatalf("%d rows, want 2", honest)
+	}
+	do("filter: rejected", chromedp.SetValue(chromedp.CSS(`form.board-filter select[name="status"]`), "rejected"),
+		chromedp.Submit(chromedp.CSS("form.board-filter")), chromedp.WaitVisible(chromedp.CSS(`a[href="/rounds/`+d.round.Digest.String()+`"]`)))
+	page("filtered", "Leaderboard")
+	if n := eval(`document.querySelectorAll("table.board tbody tr").length`); n != 1 || eval(`document.querySelectorAll("table.board td.cell.passed").length`) != 0 {
+		t.Fatalf("filtered by rejected: %d rows, want the inflating miner's alone", n)
+	}
+	miner := text("table.board tbody tr th code")
+	do("search: another miner", chromedp.Navigate(board+"?q=ffffffffffffffff"), chromedp.WaitVisible(chromedp.CSS("form.board-filter")))
+	if n := eval(`document.querySelectorAll("table.board tbody tr").length`); n != 0 {
+		t.Fatalf("a search no miner matches shows %d rows", n)
+	}
+	do("search: the miner", chromedp.Navigate(board), chromedp.WaitVisible(chromedp.CSS("table.board")),
+		chromedp.SetValue(chromedp.CSS(`form.board-filter input[name="q"]`), miner[:6]),
+		chromedp.Submit(chromedp.CSS("form.board-filter")), chromedp.WaitVisible(chromedp.CSS(`a[href="/rounds/`+d.round.Digest.String()+`"]`)))
+	if n := eval(`document.querySelectorAll("table.board tbody tr").length`); n != 1 || !strings.HasPrefix(text("table.board tbody tr th code"), miner[:6]) {
+		t.Fatalf("searching %s: %d rows", miner[:6], n)
+	}
+	do("back to the leaderboard", chromedp.Navigate(board), chromedp.WaitVisible(chromedp.CSS("table.board")))
+
 	// A Rejected cell leads to its evidence, mismatching rows first.
 	// (Not the fourth validator's verdict: its key has no file, so no column shows it.)
 	do("to the evidence", chromedp.Click(`//td[contains(@class,"rejected")][.//span[@class="reason"]="(reward_mismatch)"]//a[not(contains(@href,"`+d.hostile.String()+`"))]`),
@@ -160,7 +184,7 @@ func TestBrowser(t *testing.T) {
 	// The replay command, and back to the leaderboard.
 	do("to the replay command", chromedp.Click(chromedp.CSS("#replay-link")), chromedp.WaitVisible(chromedp.CSS("#replay-command")))
 	page("replay", "Replay verdict")
-	if c := text("#replay-command"); !strings.HasPrefix(c, "feval replay --pub keys/validator-") || !strings.Contains(c, " sha256:") {
+	if c := text("#replay-command"); !strings.HasPrefix(c, "feval replay --pub validator-") || !strings.Contains(c, " sha256:") {
 		t.Fatalf("replay command %q", c)
 	}
 	do("back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS("table.audit-rows")))
@@ -202,6 +226,43 @@ func TestBrowser(t *testing.T) {
 	}
 	if w := text("ul.warnings li"); !strings.HasPrefix(w, "untrusted:") {
 		t.Fatalf("the forged verdict's warning %q", w)
+	}
+
+	// At 390 px wide, the leaderboard and the evidence fit: wide tables
+	// scroll inside the page, nothing is clipped.
+	do("narrow", chromedp.EmulateViewport(390, 844))
+	for i, u := range []string{board, srv.URL + "/verdicts/" + d.rejected.String(), srv.URL + "/rounds"} {
+		do("narrow: "+u, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		if w := eval(`document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s at 390 px: the page is %d px wide", u, w)
+		}
+		page(fmt.Sprintf("narrow-%d", i), "")
+	}
+	do("wide again", chromedp.EmulateViewport(1400, 1000))
+
+	// The leaderboard refreshes itself: a verdict signed after the page loaded
+	// appears without a reload by hand. This viewer trusts a fourth key,
+	// which has signed nothing yet, and no consensus record (so that every
+	// trusted signer has a column).
+	late := newSigner(t)
+	var keys []TrustedKey
+	for _, v := range append(slices.Clone(d.vals[:3]), late) {
+		keys = append(keys, TrustedKey{Key: v.Public()})
+	}
+	live, err := New(d.root, Options{Trusted: keys, Refresh: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveSrv := httptest.NewServer(LoopbackOnly(live))
+	defer liveSrv.Close()
+	do("live leaderboard", chromedp.Navigate(liveSrv.URL+"/rounds/"+d.round.Digest.String()), chromedp.WaitVisible(chromedp.CSS("table.board")))
+	if n := eval(`document.querySelectorAll("th.validator").length`); n != 3 {
+		t.Fatalf("%d validator columns before the new verdict, want 3", n)
+	}
+	d.resign(t, late, d.rejected, 7)
+	do("refreshed", chromedp.WaitVisible(chromedp.CSS(`th.validator[title="`+late.Public().Fingerprint+`"]`)))
+	if n := eval(`document.querySelectorAll("th.validator").length`); n != 4 {
+		t.Fatalf("%d validator columns after the new verdict, want 4", n)
 	}
 
 	// Every page reads the same with JavaScript disabled.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -144,7 +145,8 @@ type ReplayCommand struct {
 	// Signer is the fingerprint of the key the command trusts: the trusted
 	// key that signed the verdict, else the first key that validly signed it.
 	Signer string `json:"signer,omitempty"`
-	// KeyFile is the viewer's file of that key, when it has one.
+	// KeyFile is the name (not the path) of the viewer's file of that key,
+	// when it has one.
 	KeyFile string `json:"key_file,omitempty"`
 }
 
@@ -234,8 +236,9 @@ func (s *Server) evidencePage(ctx context.Context, l *cas.Layout, r *http.Reques
 	}
 	p.Costs = costs.chart()
 	if v := p.Scenarios; v != nil {
-		// The verdict's own per-scenario costs are what it signed.
-		p.Costs = v.costChart()
+		if ch := v.costChart(); ch != nil {
+			p.Costs = ch // the verdict's own per-scenario costs: what it signed
+		}
 	}
 	for _, k := range sortedKeys(losses) {
 		p.Losses = append(p.Losses, Loss{Path: k, MicroNats: losses[k]})
@@ -426,15 +429,14 @@ func (s *Server) replayCommand(d digest.Digest, checks []bundle.SignatureCheck) 
 	}
 	for _, k := range s.opts.Trusted {
 		if k.Key.Fingerprint == rc.Signer && k.Path != "" {
-			rc.KeyFile = k.Path
+			rc.KeyFile = filepath.Base(k.Path) // its name, never where the server keeps it
 		}
 	}
+	// A reader pastes the command on another machine: it names the registry
+	// the verdict was gathered from, never the server's own store.
 	parts := []string{"feval", "replay"}
-	switch {
-	case s.opts.SourceName != "":
+	if s.opts.SourceName != "" {
 		parts = append(parts, "--from", shellQuote(s.opts.SourceName))
-	case s.opts.StoreName != "":
-		parts = append(parts, "--store", shellQuote(s.opts.StoreName))
 	}
 	key := "VALIDATOR.pub"
 	if rc.KeyFile != "" {

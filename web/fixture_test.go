@@ -228,6 +228,33 @@ func newDemo(t *testing.T) *demo {
 	return d
 }
 
+// resign writes a copy of a rollouts verdict with another sequence number,
+// signed by s, as a validator that evaluated it later would.
+func (d *demo) resign(t *testing.T, s *bundle.Signer, verdict digest.Digest, sequence uint64) digest.Digest {
+	t.Helper()
+	ctx := context.Background()
+	l, err := cas.OpenLayout(d.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	art, _, err := evaluate.LoadVerdict(ctx, l, mustResolve(t, l, verdict))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v rollouts.Verdict
+	if err := art.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	v.Sequence = sequence
+	subject := mustResolve(t, l, v.Submission)
+	desc, err := bundle.WriteSigned(ctx, l, s, bundle.Artifact{Kind: protocol.KindVerdict, Record: v, Subject: &subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc.Digest
+}
+
 func mustResolve(t *testing.T, l *cas.Layout, d digest.Digest) ocispec.Descriptor {
 	t.Helper()
 	desc, err := l.Resolve(context.Background(), d.String())

@@ -22,6 +22,9 @@ var funcs = template.FuncMap{
 	"group":      func(name string, items []Linked) linkedGroup { return linkedGroup{name, items} },
 	"nats":       nats,
 	"pathEscape": url.PathEscape,
+	"statuses": func() []scoring.CellStatus {
+		return []scoring.CellStatus{scoring.CellPassed, scoring.CellInProgress, scoring.CellCarried, scoring.CellRejected}
+	},
 }
 
 type linkedGroup struct {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/feval/feval/bundle"
@@ -45,6 +47,7 @@ type RoundSummary struct {
 
 // RoundsPage lists every round in the store.
 type RoundsPage struct {
+	// Rounds are the latest first: by when commits close, then digest.
 	Rounds []RoundSummary `json:"rounds"`
 	// Now is the viewer's clock reading the states were decided at.
 	Now string `json:"now"`
@@ -63,6 +66,13 @@ func (s *Server) roundsPage(ctx context.Context, l *cas.Layout, _ *http.Request)
 		}
 		p.Rounds = append(p.Rounds, rs)
 	}
+	// The latest round first: by when commits close (rounds with height
+	// windows last), then by digest.
+	slices.SortFunc(p.Rounds, func(a, b RoundSummary) int {
+		ta, _ := time.Parse(time.RFC3339, a.CommitUntil.Time)
+		tb, _ := time.Parse(time.RFC3339, b.CommitUntil.Time)
+		return cmp.Or(tb.Compare(ta), cmp.Compare(a.Digest, b.Digest))
+	})
 	return "Rounds", p, nil
 }
 
@@ -132,6 +142,40 @@ type BoardPage struct {
 	LeftOut map[string]int `json:"left_out"`
 	// Trusted are the fingerprints of the viewer's trusted keys.
 	Trusted []string `json:"trusted_keys"`
+	// Stakes are the shown validators' stakes in the consensus record's
+	// stake table (none without a record).
+	Stakes map[string]uint64 `json:"stakes,omitempty"`
+	// Query and Status are the search (part of a miner's fingerprint) and the
+	// status filter (a cell status, or "" for all); Total counts the rows
+	// before filtering.
+	Query  string `json:"query,omitempty"`
+	Status string `json:"status,omitempty"`
+	Total  int    `json:"total"`
+}
+
+// boardStatuses are the status filter's values.
+var boardStatuses = []string{string(scoring.CellPassed), string(scoring.CellInProgress), string(scoring.CellCarried), string(scoring.CellRejected)}
+
+// boardFilter reads the search and status filter of a leaderboard request.
+func boardFilter(r *http.Request) (query, status string, err error) {
+	q := r.URL.Query()
+	query, status = strings.ToLower(strings.TrimSpace(q.Get("q"))), q.Get("status")
+	if len(query) > 64 || strings.Trim(query, "0123456789abcdef") != "" {
+		return "", "", fmt.Errorf("q=%q: %w (want part of a miner's fingerprint, hex)", clipValue(query), ErrBadQuery)
+	}
+	if status != "" && !slices.Contains(boardStatuses, status) {
+		return "", "", fmt.Errorf("status=%q: %w (want one of %s)", clipValue(status), ErrBadQuery, strings.Join(boardStatuses, ", "))
+	}
+	return query, status, nil
+}
+
+// keep says whether a row passes the search and the status filter: its miner
+// contains the query, and one of its cells has the status.
+func (p *BoardPage) keep(row BoardRow) bool {
+	if !strings.Contains(row.Miner, p.Query) {
+		return false
+	}
+	return p.Status == "" || slices.ContainsFunc(row.Cells, func(c BoardCell) bool { return string(c.Status) == p.Status })
 }
 
 // BoardRow is one miner's row.
@@ -170,6 +214,10 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 	if err != nil {
 		return "", nil, err
 	}
+	query, status, err := boardFilter(r)
+	if err != nil {
+		return "", nil, err
+	}
 	desc, err := s.resolve(ctx, l, d)
 	if err != nil {
 		return "", nil, err
@@ -199,7 +247,7 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 		return "", nil, err
 	}
 	p := BoardPage{Round: rs, Consensus: b.Consensus, CarryFrom: b.CarryFrom, Validators: b.Validators, Rows: []BoardRow{},
-		Seat: b.Seat, LeftOut: b.LeftOut, Trusted: []string{}}
+		Seat: b.Seat, LeftOut: b.LeftOut, Trusted: []string{}, Stakes: b.Stakes, Query: query, Status: status, Total: len(b.Rows)}
 	if p.Validators == nil {
 		p.Validators = []string{}
 	}
@@ -226,7 +274,9 @@ func (s *Server) boardPage(ctx context.Context, l *cas.Layout, r *http.Request) 
 			}
 			br.Cells[j] = bc
 		}
-		p.Rows = append(p.Rows, br)
+		if p.keep(br) {
+			p.Rows = append(p.Rows, br)
+		}
 	}
 	return "Leaderboard of round " + shortD(d), p, nil
 }

@@ -31,7 +31,7 @@ var assets embed.FS
 // viewer's own stylesheet and images is loaded, no script runs, no form is
 // posted anywhere, and no other site may frame the pages.
 const ContentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; " +
-	"form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 // Errors the handlers map to HTTP statuses.
 var (
@@ -79,14 +79,15 @@ type Options struct {
 	// SourceName is Source's address as a user types it (for --from in the
 	// replay command).
 	SourceName string
-	// StoreName, when set and Source is not, is the local store as a user
-	// types it (for --store in the replay command): where replay finds the
-	// verdict and its inputs.
-	StoreName string
 	// Trusted are the keys whose signatures count.
 	Trusted []TrustedKey
 	// Frontier, when set, is shown on the frontier page.
 	Frontier *Frontier
+	// Refresh, when positive, makes the rounds, leaderboard and frontier
+	// pages reload themselves at this interval (a meta refresh: no script),
+	// so that they follow the verdicts validators publish; serving from a
+	// registry, every load gathers from it anew.
+	Refresh time.Duration
 	// Now is the clock that decides whether a round's windows are open; nil
 	// is time.Now. It is never written into anything.
 	Now func() time.Time
@@ -155,7 +156,12 @@ type view struct {
 	Title string
 	JSON  string // the page's JSON path
 	Data  any
+	// Refresh is how often the page reloads itself, in seconds (0: never).
+	Refresh int
 }
+
+// refreshed are the pages that reload themselves to follow new verdicts.
+var refreshed = map[string]bool{"rounds": true, "board": true, "frontier": true}
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, tmpl string, b builder, asJSON bool) {
 	l, err := s.store()
@@ -176,7 +182,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, tmpl string, b bu
 	if r.URL.RawQuery != "" {
 		jsonPath += "?" + r.URL.RawQuery
 	}
-	s.writeHTML(w, http.StatusOK, tmpl, view{Title: title, JSON: jsonPath, Data: data})
+	v := view{Title: title, JSON: jsonPath, Data: data}
+	if refreshed[tmpl] && s.opts.Refresh > 0 {
+		v.Refresh = max(int(s.opts.Refresh/time.Second), 1)
+	}
+	s.writeHTML(w, http.StatusOK, tmpl, v)
 }
 
 // ServeHTTP implements http.Handler, adding the safety headers to every

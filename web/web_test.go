@@ -160,6 +160,29 @@ func TestLeaderboardJSON(t *testing.T) {
 	if p.Rows[1].Audit.Rejected != 3 || p.Rows[0].Audit.Passed != 3 {
 		t.Errorf("audit %+v %+v", p.Rows[0].Audit, p.Rows[1].Audit)
 	}
+	for _, v := range p.Validators {
+		if p.Stakes[v] == 0 {
+			t.Errorf("validator %s: no stake from the stake table (%v)", v, p.Stakes)
+		}
+	}
+
+	// Search and filter: the rows that match, the total before filtering;
+	// anything else is a bad query.
+	s := d.server(t)
+	var f BoardPage
+	getJSON(t, s, "/api/rounds/"+d.round.Digest.String()+"?status=passed", &f)
+	if len(f.Rows) != 1 || f.Rows[0].Miner != p.Rows[0].Miner || f.Total != 2 || f.Status != "passed" {
+		t.Errorf("status=passed: %d rows of %d", len(f.Rows), f.Total)
+	}
+	getJSON(t, s, "/api/rounds/"+d.round.Digest.String()+"?q="+strings.ToUpper(p.Rows[1].Miner[:8]), &f)
+	if len(f.Rows) != 1 || f.Rows[0].Miner != p.Rows[1].Miner {
+		t.Errorf("q=%s: %d rows", p.Rows[1].Miner[:8], len(f.Rows))
+	}
+	for _, q := range []string{"status=won", "q=%3Cscript%3E", "q=" + strings.Repeat("a", 65)} {
+		if rec := get(t, s, "GET", "/api/rounds/"+d.round.Digest.String()+"?"+q); rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, rec.Code)
+		}
+	}
 }
 
 // TestEvidenceJSON: the audit rows come mismatches first, the signature is
@@ -184,7 +207,7 @@ func TestEvidenceJSON(t *testing.T) {
 	if !p.Trusted || len(p.Signatures) != 1 || p.Signatures[0].Signer != d.vals[0].Public().Fingerprint {
 		t.Errorf("signatures %+v", p.Signatures)
 	}
-	if want := "feval replay --pub keys/validator-1.pub " + d.rejected.String(); p.Replay.Command != want {
+	if want := "feval replay --pub validator-1.pub " + d.rejected.String(); p.Replay.Command != want { // the key's name, not the server's path
 		t.Errorf("replay command %q, want %q", p.Replay.Command, want)
 	}
 
@@ -196,12 +219,9 @@ func TestEvidenceJSON(t *testing.T) {
 	if !strings.Contains(p.Replay.Command, "--pub VALIDATOR.pub") {
 		t.Errorf("forged: replay command %q names a key file", p.Replay.Command)
 	}
-	s.opts.StoreName = "/data/my store"
-	getJSON(t, s, "/api/verdicts/"+d.forged.String(), &p)
-	if want := "feval replay --store '/data/my store' --pub VALIDATOR.pub " + d.forged.String(); p.Replay.Command != want {
-		t.Errorf("replay command %q, want %q", p.Replay.Command, want)
+	if want := "feval replay --pub VALIDATOR.pub " + d.forged.String(); p.Replay.Command != want {
+		t.Errorf("replay command %q, want %q: nothing of the server's own paths", p.Replay.Command, want)
 	}
-	s.opts.StoreName = ""
 
 	// The metered verdict: receipts become costs per scenario and model, the
 	// checkpoint's held-out loss is listed.

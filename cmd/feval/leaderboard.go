@@ -86,7 +86,11 @@ func renderBoard(w *tabw, b consensus.Board) {
 	w.line("")
 	head := []string{"MINER", "SCORE", "REWARD", "AUDIT"}
 	for _, v := range b.Validators {
-		head = append(head, short(v))
+		if s, ok := b.Stakes[v]; ok {
+			head = append(head, fmt.Sprintf("%s (STAKE %d)", short(v), s))
+		} else {
+			head = append(head, short(v))
+		}
 	}
 	w.row(head...)
 	for _, r := range b.Rows {

@@ -22,6 +22,7 @@ type boardView struct {
 	CarryFrom  string         `json:"carry_from"`
 	Validators []string       `json:"validators"`
 	Seat       map[string]any `json:"seat"`
+	Stakes     map[string]int `json:"stakes"`
 	LeftOut    map[string]int `json:"left_out"`
 	Rows       []struct {
 		Miner  string         `json:"miner"`

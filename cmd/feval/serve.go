@@ -48,6 +48,7 @@ func serveCommand(a *appEnv) *cli.Command {
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address (anyone who can reach it can read the store)"},
 			&cli.StringFlag{Name: "from", Usage: "registry repository to gather rounds, verdicts and artifacts from"},
 			&cli.StringSliceFlag{Name: "round", Usage: "with --from: a round (digest or tag in the registry) to gather at start; repeatable"},
+			&cli.DurationFlag{Name: "refresh", Value: 30 * time.Second, Usage: "reload the rounds, leaderboard and frontier pages this often to follow new verdicts (0: never)"},
 			&cli.StringFlag{Name: "frontier-round", Usage: "an optimizer round (digest, prefix or tag) whose trusted verdicts the frontier page folds, read anew at every request"},
 			&cli.StringFlag{Name: "launch", Usage: "with --frontier-round: the competition's launch, RFC 3339 (default: when the round's commits close)"},
 			&cli.StringFlag{Name: "events", Usage: "optimizer runs JSON, as for 'feval frontier', shown on the frontier page"},
@@ -74,14 +75,14 @@ func serveCommand(a *appEnv) *cli.Command {
 				return err
 			}
 			cfg.opts.Frontier = f
+			if cfg.opts.Refresh = c.Duration("refresh"); cfg.opts.Refresh < 0 {
+				return usagef("--refresh %s: want a duration of 0 or more", cfg.opts.Refresh)
+			}
 			keys, err := serveTrusted(tr)
 			if err != nil {
 				return err
 			}
 			cfg.opts.Trusted = keys
-			if st.Path != defaultStore() {
-				cfg.opts.StoreName = st.Path
-			}
 			if cfg.from != "" {
 				src, _, err := rem.Open(cfg.from)
 				if err != nil {
