@@ -37,7 +37,9 @@ key validator; "$BIN/feval" key generate >/dev/null
 
 key owner
 TASK=$("$BIN/feval" task create --protocol rollouts --tag task "$WORK/f2/task")
-# Two rounds (their reveal windows differ, so they are two records).
+# Two rounds (their reveal windows differ, so they are two records). The
+# clock the window checks read: before commits close, then after.
+export FEVAL_NOW=2026-11-30T12:00:00Z
 open_round() { "$BIN/feval" round open --task task --commit-until 2026-12-01T00:00:00Z --reveal-until "$2" --tag "$1"; }
 ROUND=$(open_round round 2026-12-02T00:00:00Z)
 ROUNDN=$(open_round round-n 2026-12-02T01:00:00Z)
@@ -49,6 +51,7 @@ CN=()
 for i in $(seq 1 "$MINERS"); do CN+=("$(commit "n$i" round-n "$WORK/n$i/miners/honest")"); done
 key validator
 for r in "$ROUND" "$ROUNDN"; do "$BIN/feval" reveals --round "$r" --now 2026-11-30T18:00:00Z >/dev/null; done
+export FEVAL_NOW=2026-12-01T00:30:00Z
 key m1; "$BIN/feval" reveal "$C1" >/dev/null
 key m2; "$BIN/feval" reveal "$C2" >/dev/null
 for i in $(seq 1 "$MINERS"); do key "n$i"; "$BIN/feval" reveal "${CN[$((i - 1))]}" >/dev/null; done

@@ -46,6 +46,9 @@ YML
 # open a round (commits close 2026-12-01, reveals 2026-12-02) and push it to
 # $REPO; sets TASK and ROUND.
 open_round() {
+  # The demo's clock, which 'round open', 'commit' and 'reveal' check the
+  # windows against: before commits close (reveal_phase moves it on).
+  export FEVAL_NOW=2026-11-30T12:00:00Z
   as owner
   TASK=$(show task create --protocol "$1" --tag task "$2")
   echo "$TASK"
@@ -53,6 +56,9 @@ open_round() {
   echo "$ROUND"
   show push round "$REPO:round"
 }
+
+# reveal_phase: the demo's clock after commits close, before reveals close.
+reveal_phase() { export FEVAL_NOW=2026-12-01T01:00:00Z; }
 
 # commit_as MINER DIR: MINER fetches the round and commits DIR to it; sets
 # COMMIT_<MINER> to the commitment.

@@ -40,6 +40,7 @@ as validator
 show reveals --round "$ROUND" --from "$REPO" --now 2026-11-30T18:00:00Z >/dev/null
 
 step "miners: reveal after commits close"
+reveal_phase
 for m in $MINERS; do
   as "$m"
   var="COMMIT_$m"

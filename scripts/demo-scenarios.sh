@@ -47,6 +47,7 @@ for v in val1 val2; do
 done
 
 step "miners: reveal after commits close"
+reveal_phase
 for m in $MINERS; do
   as "$m"
   var="COMMIT_$m"

@@ -24,6 +24,7 @@ const (
 	envPlainHTTP  = "FEVAL_PLAIN_HTTP"
 	envMeterKey   = "FEVAL_METER_API_KEY"
 	envMeterUp    = "FEVAL_METER_UPSTREAM"
+	envNow        = "FEVAL_NOW"
 )
 
 type envVar struct {
@@ -36,6 +37,7 @@ func envVars() []envVar {
 		{envStore, "store directory (default: " + defaultStore() + ")", false},
 		{envKey, "private signing key (default: " + defaultKey() + ")", false},
 		{envPub, "trusted public keys for verification, comma-separated (default: the signing key's .pub)", false},
+		{envNow, "the clock reading 'commit', 'reveal' and 'round open' check a round's windows against, RFC 3339 (default: the system clock)", false},
 		{envPassword, "password of the private key", true},
 		{envCosignPass, "password of the private key, if FEVAL_PASSWORD is unset", true},
 		{envEpoch, "fixed creation time (Unix seconds) for artifacts; default 0", false},

@@ -429,7 +429,7 @@ func TestReliabilityKillEvaluate(t *testing.T) {
 	mustProc(t, val, "init")
 	mustProc(t, val, "key", "generate")
 	mustProc(t, val, "reveals", "--round", round, "--from", repo, "--now", "2098-12-31T18:00:00Z")
-	reveal := strings.TrimSpace(mustProc(t, miner, "reveal", "--to", repo, commit))
+	reveal := strings.TrimSpace(mustProc(t, miner, "reveal", "--now", "2099-01-01T06:00:00Z", "--to", repo, commit))
 
 	args := []string{"evaluate", "--full", "--task", task, "--from", repo, "--to", repo, "--now", "2099-01-01T06:00:00Z", "--beacon", "b1", "--beacon-source", "drand:test:1", reveal}
 	max := timed(t, val, args...)

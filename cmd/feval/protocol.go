@@ -41,6 +41,86 @@ func (o *clockOptions) Parse(c *cli.Context) error {
 	return nil
 }
 
+// windowOptions: the clock the miner's commands and 'round open' check a
+// round's windows against, and the override for the rare case.
+type windowOptions struct {
+	now    time.Time
+	ignore bool
+}
+
+func (o *windowOptions) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "now", EnvVars: []string{envNow}, Usage: "the clock reading the round's windows are checked against (RFC 3339; default: the system clock)"},
+		&cli.BoolFlag{Name: "ignore-window", Usage: "act even though the round's windows make it pointless or harmful"},
+	}
+}
+
+func (o *windowOptions) Parse(c *cli.Context) error {
+	o.ignore = c.Bool("ignore-window")
+	o.now = time.Now().UTC().Truncate(time.Second)
+	if s := c.String("now"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return usagef("--now %q: want an RFC 3339 time such as 2026-12-01T00:00:00Z", s)
+		}
+		o.now = t.UTC()
+	}
+	return nil
+}
+
+// windowTime is a window's time; ok is false for a height window, which
+// only the chain can judge.
+func windowTime(w protocol.Window) (time.Time, bool) {
+	if w.Kind != "time" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, w.Time)
+	return t, err == nil
+}
+
+// refuse is the error of an action a round's window makes pointless or
+// harmful, unless --ignore-window overrides it.
+func (o *windowOptions) refuse(format string, a ...any) error {
+	if o.ignore {
+		return nil
+	}
+	return usagef(format+"; give --ignore-window to do it anyway", a...)
+}
+
+// checkCommit refuses a commitment after the round's commit window closed.
+func (o *windowOptions) checkCommit(r protocol.Round) error {
+	if cu, ok := windowTime(r.CommitUntil); ok && o.now.After(cu) {
+		return o.refuse("the round's commit window closed at %s (now %s): validators reject a later commitment",
+			r.CommitUntil, o.now.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkReveal refuses a reveal while commits are open (it would publish the
+// submission and its salt to miners who can still commit) and after the
+// reveal window closed.
+func (o *windowOptions) checkReveal(r protocol.Round) error {
+	if cu, ok := windowTime(r.CommitUntil); ok && !o.now.After(cu) {
+		return o.refuse("commits are open until %s (now %s): revealing now shows your submission to miners who can still commit; reveal after that",
+			r.CommitUntil, o.now.Format(time.RFC3339))
+	}
+	if ru, ok := windowTime(r.RevealUntil); ok && o.now.After(ru) {
+		return o.refuse("the round's reveal window closed at %s (now %s): validators reject a later reveal",
+			r.RevealUntil, o.now.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkOpen refuses a round whose commit window is already over: no miner
+// could commit to it.
+func (o *windowOptions) checkOpen(cu protocol.Window) error {
+	if t, ok := windowTime(cu); ok && !t.After(o.now) {
+		return o.refuse("--commit-until %s is not in the future (now %s): no miner could commit to the round",
+			cu, o.now.Format(time.RFC3339))
+	}
+	return nil
+}
+
 func taskCommand(a *appEnv) *cli.Command {
 	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
 	return &cli.Command{
@@ -90,7 +170,7 @@ func taskCommand(a *appEnv) *cli.Command {
 }
 
 func roundCommand(a *appEnv) *cli.Command {
-	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
+	st, k, out, win := &storeOptions{}, &keyOptions{}, &outputOptions{}, &windowOptions{}
 	return &cli.Command{
 		Name:  "round",
 		Usage: "manage rounds",
@@ -102,11 +182,14 @@ func roundCommand(a *appEnv) *cli.Command {
 				&cli.StringFlag{Name: "commit-until", Usage: "end of the commit window: RFC 3339 UTC time or height:N; required"},
 				&cli.StringFlag{Name: "reveal-until", Usage: "end of the reveal window: RFC 3339 UTC time or height:N; required"},
 				&cli.StringFlag{Name: "tag", Usage: "also name the round with this tag"},
-			}, st.Flags(), k.Flags(), out.Flags()),
+			}, st.Flags(), k.Flags(), win.Flags(), out.Flags()),
 			Action: func(c *cli.Context) error {
 				st.Parse(c)
 				k.Parse(c)
 				out.Parse(c)
+				if err := win.Parse(c); err != nil {
+					return err
+				}
 				if err := args(c, 0, "no arguments"); err != nil {
 					return err
 				}
@@ -122,6 +205,9 @@ func roundCommand(a *appEnv) *cli.Command {
 				ru, err := protocol.ParseWindow(c.String("reveal-until"))
 				if err != nil {
 					return usagef("--reveal-until %v", err)
+				}
+				if err := win.checkOpen(cu); err != nil {
+					return err
 				}
 				l, s, ts, err := openForWrite(a, st, k)
 				if err != nil {
@@ -145,7 +231,7 @@ func roundCommand(a *appEnv) *cli.Command {
 }
 
 func commitCommand(a *appEnv) *cli.Command {
-	st, k, rem, out := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}
+	st, k, rem, out, win := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}, &windowOptions{}
 	return &cli.Command{
 		Name:      "commit",
 		Usage:     "miner: pack a submission privately and print the commitment to publish",
@@ -154,12 +240,15 @@ func commitCommand(a *appEnv) *cli.Command {
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "to", Usage: "also push the commitment (never the submission) to this registry repository"},
 			&cli.BoolFlag{Name: "skip-gate-check", Usage: "commit even if the submission fails the task's static gate (validators will reject it at reveal)"},
-		}, st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
+		}, st.Flags(), k.Flags(), rem.Flags(), win.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
+			if err := win.Parse(c); err != nil {
+				return err
+			}
 			if err := args(c, 1, "one PATH"); err != nil {
 				return err
 			}
@@ -176,6 +265,13 @@ func commitCommand(a *appEnv) *cli.Command {
 			}
 			round, err := cas.ResolveRef(c.Context, l, c.String("round"))
 			if err != nil {
+				return err
+			}
+			var r protocol.Round
+			if _, err := protocol.LoadAs(c.Context, l, round, protocol.KindRound, &r); err != nil {
+				return err
+			}
+			if err := win.checkCommit(r); err != nil {
 				return err
 			}
 			if !c.Bool("skip-gate-check") {
@@ -210,19 +306,22 @@ func commitCommand(a *appEnv) *cli.Command {
 }
 
 func revealCommand(a *appEnv) *cli.Command {
-	st, k, rem, out := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}
+	st, k, rem, out, win := &storeOptions{}, &keyOptions{}, &remoteOptions{}, &outputOptions{}, &windowOptions{}
 	return &cli.Command{
 		Name:      "reveal",
 		Usage:     "miner: open a commitment: push the submission and a signed reveal (salt included)",
 		ArgsUsage: "COMMITMENT",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "to", Usage: "registry repository to push the reveal and submission to"},
-		}, st.Flags(), k.Flags(), rem.Flags(), out.Flags()),
+		}, st.Flags(), k.Flags(), rem.Flags(), win.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
 			k.Parse(c)
 			rem.Parse(c)
 			out.Parse(c)
+			if err := win.Parse(c); err != nil {
+				return err
+			}
 			if err := args(c, 1, "one COMMITMENT"); err != nil {
 				return err
 			}
@@ -236,6 +335,17 @@ func revealCommand(a *appEnv) *cli.Command {
 			}
 			sec, err := protocol.LoadSecret(l, c.Args().First())
 			if err != nil {
+				return err
+			}
+			rd, err := l.Resolve(c.Context, sec.Round.String())
+			if err != nil {
+				return fmt.Errorf("the commitment's round %s: %w", sec.Round, err)
+			}
+			var r protocol.Round
+			if _, err := protocol.LoadAs(c.Context, l, rd, protocol.KindRound, &r); err != nil {
+				return err
+			}
+			if err := win.checkReveal(r); err != nil {
 				return err
 			}
 			res, err := protocol.RevealCommitment(c.Context, l, s, sec, ts)
