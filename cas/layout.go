@@ -394,6 +394,14 @@ func (l *Layout) Tag(ctx context.Context, desc ocispec.Descriptor, tag string) e
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	plain := ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, ArtifactType: desc.ArtifactType}
+	// A descriptor from a registry's tag lookup carries no artifact type:
+	// the one the layout lists the manifest with is kept, so that the tag
+	// does not hide what the manifest is.
+	for _, known := range []map[digest.Digest]ocispec.Descriptor{l.pending, l.index} {
+		if k, ok := known[desc.Digest]; ok && plain.ArtifactType == "" {
+			plain.ArtifactType = k.ArtifactType
+		}
+	}
 	l.ptags[tag] = plain
 	if _, ok := l.index[desc.Digest]; !ok {
 		l.pending[desc.Digest] = plain

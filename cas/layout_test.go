@@ -236,3 +236,30 @@ func TestFsckFindsDamage(t *testing.T) {
 		})
 	}
 }
+
+// TestTagKeepsArtifactType: tagging with a descriptor that lacks the
+// artifact type (what a registry's tag lookup gives) keeps the type the
+// layout lists the manifest with, before and after the index is written.
+func TestTagKeepsArtifactType(t *testing.T) {
+	ctx := context.Background()
+	l := newLayout(t)
+	d := artifact(t, l, "application/vnd.test.round", "r", nil)
+	if d.ArtifactType == "" {
+		t.Fatal("the test artifact has no artifact type")
+	}
+	bare := ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}
+	if err := l.Tag(ctx, bare, "pulled"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.Resolve(ctx, "pulled"); err != nil || got.ArtifactType != d.ArtifactType {
+		t.Fatalf("tag resolves to %+v, %v; want artifact type %s", got, err, d.ArtifactType)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range l.Manifests() {
+		if m.Digest == d.Digest && m.ArtifactType != d.ArtifactType {
+			t.Errorf("listed as %+v after the index was written", m)
+		}
+	}
+}
