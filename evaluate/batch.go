@@ -228,7 +228,12 @@ func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Sign
 
 	out := make([]Result, len(items))
 	var unlisted []int // results whose verdicts index.json does not list yet
+	steps := cas.StepsFrom(ctx)
+	steps.Begin("reveal", len(items))
 	for i, it := range items {
+		if i > 0 {
+			steps.Step("reveal")
+		}
 		if it.Err == nil {
 			rep := reports[it.refs.Round.Digest]
 			var o Outcome
@@ -242,6 +247,9 @@ func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Sign
 			}
 		}
 		out[i] = it.Result
+	}
+	if len(items) > 0 {
+		steps.Step("reveal")
 	}
 	if len(unlisted) > 0 {
 		if err := l.Flush(); err != nil {

@@ -336,6 +336,7 @@ func withProgress(app *cli.App, label string, action cli.ActionFunc) cli.ActionF
 	return func(c *cli.Context) error {
 		quiet := c.Bool("json") || c.Bool("quiet")
 		c.Context = cas.WithProgress(c.Context, newProgress(app.ErrWriter, quiet, label))
+		c.Context = cas.WithSteps(c.Context, newSteps(app.ErrWriter, quiet, label))
 		return action(c)
 	}
 }

@@ -273,3 +273,49 @@ func TestPackDrawsProgressOnlyOnATerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestStepBar: counts of every kind begun, the rate and time left of the
+// innermost, redrawn at most ten times a second, and one final line with
+// the time taken once the outermost kind is complete.
+func TestStepBar(t *testing.T) {
+	c := newFakeClock()
+	var w fakeTerminal
+	b := &stepBar{w: &w, label: "evaluate", now: c.now}
+	b.Begin("reveal", 2)
+	if got := lineOf(&w.Buffer); got != "evaluate  reveal 0/2" {
+		t.Fatalf("after Begin: %q", got)
+	}
+	b.Begin("scenario", 4)
+	c.advance(2 * time.Second)
+	b.Step("scenario")
+	if got := lineOf(&w.Buffer); got != "evaluate  reveal 0/2  scenario 1/4  0.50 scenario/s  ETA 0:06" {
+		t.Fatalf("one scenario in 2 s: %q", got)
+	}
+	n := draws(w.String())
+	b.Step("scenario") // within 100 ms of the last draw: not redrawn
+	if draws(w.String()) != n {
+		t.Errorf("redrawn within 100 ms")
+	}
+	c.advance(2 * time.Second)
+	b.Step("scenario")
+	b.Step("scenario")
+	b.Step("reveal")
+	if strings.HasSuffix(w.String(), "\n") {
+		t.Fatalf("a newline before the outermost kind is complete: %q", w.String())
+	}
+	b.Begin("scenario", 4) // the second reveal's scenarios start over
+	if got := lineOf(&w.Buffer); got != "evaluate  reveal 1/2  scenario 0/4" {
+		t.Fatalf("the second reveal: %q", got)
+	}
+	c.advance(time.Second)
+	b.Step("reveal")
+	if got := w.String(); !strings.HasSuffix(got, "\x1b[K\n") || lineOf(&w.Buffer) != "evaluate  reveal 2/2  scenario 0/4  in 0:05" {
+		t.Fatalf("complete: %q", lineOf(&w.Buffer))
+	}
+	if s := newSteps(&bytes.Buffer{}, false, "x"); s != cas.NoSteps {
+		t.Errorf("steps drawn without a terminal")
+	}
+	if s := newSteps(&fakeTerminal{}, true, "x"); s != cas.NoSteps {
+		t.Errorf("steps drawn with --json or --quiet")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
@@ -69,9 +70,15 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 	b := opts.Beacon
 	v.Beacon, v.Derivation = &b, w.derived.RootHex()
 	var findings []Finding
+	steps := cas.StepsFrom(ctx)
+	runs := min(len(recorded.Runs), 2)
+	steps.Begin("run", runs)
 	for i, rr := range recorded.Runs {
 		if i >= 2 {
 			break
+		}
+		if i > 0 {
+			steps.Step("run")
 		}
 		r := Run{Index: i, Seed: w.derived.Seeds[i], Status: rr.Status, Detail: rr.Detail, Steps: rr.Steps,
 			CPUMillis: rr.CPUMillis, CheckpointContent: rr.CheckpointContent}
@@ -118,6 +125,9 @@ func Redecide(ctx context.Context, c Case, recorded Verdict, opts ReplayOptions)
 			}
 			findings = append(findings, f...)
 		}
+	}
+	if runs > 0 {
+		steps.Step("run")
 	}
 	settle(&v)
 	return v, findings, nil

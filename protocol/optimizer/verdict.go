@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
@@ -321,11 +322,14 @@ func Decide(ctx context.Context, c Case, p Params) (Verdict, error) {
 	v := p.start(c, w.spec)
 	b := p.Beacon
 	v.Beacon, v.Derivation = &b, w.derived.RootHex()
+	steps := cas.StepsFrom(ctx)
+	steps.Begin("run", 2)
 	for i := 0; i < 2; i++ {
 		run, err := p.train(ctx, c, w, i)
 		if err != nil {
 			return Verdict{}, err
 		}
+		steps.Step("run")
 		v.Runs = append(v.Runs, run)
 		if run.Status != RunCompleted || !v.clears(run) {
 			break

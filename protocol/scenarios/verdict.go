@@ -327,6 +327,8 @@ func (p Params) runAll(ctx context.Context, e *evaluation, rec *meter.Recorder, 
 	n := max(p.Parallel, 1)
 	sem := make(chan struct{}, n)
 	var wg sync.WaitGroup
+	steps := cas.StepsFrom(ctx)
+	steps.Begin("scenario", len(e.spec.Scenarios))
 	for i, sc := range e.spec.Scenarios {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -334,6 +336,7 @@ func (p Params) runAll(ctx context.Context, e *evaluation, rec *meter.Recorder, 
 			defer wg.Done()
 			defer func() { <-sem }()
 			outs[i], errs[i] = runScenario(ctx, e, m, pol, sc)
+			steps.Step("scenario")
 		}()
 	}
 	wg.Wait()
