@@ -8,6 +8,7 @@ import (
 
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/meter"
+	"github.com/feval/feval/protocol/scenarios"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -23,9 +24,9 @@ const (
 // the model calls the meter recorded in the verdict's trace, in order, with
 // the last message sent and the answer received.
 type ExchangesPage struct {
-	Verdict  digest.Digest `json:"verdict"`
-	Scenario ScenarioLine  `json:"scenario"`
-	Trace    digest.Digest `json:"trace"`
+	Verdict  digest.Digest            `json:"verdict"`
+	Scenario scenarios.ScenarioResult `json:"scenario"`
+	Trace    digest.Digest            `json:"trace"`
 	// Exchanges are the scenario's trace entries in sequence order; Hidden
 	// counts those past maxExchangesShown.
 	Exchanges []ExchangeView `json:"exchanges"`

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/feval/feval/meter"
+	"github.com/feval/feval/protocol/optimizer"
+	"github.com/feval/feval/protocol/scenarios"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -12,10 +15,10 @@ import (
 // record states it: the score of the maximum, and per scenario the tests
 // passed, the turns, why the agent stopped and the metered cost per model.
 type ScenariosView struct {
-	Score        string         `json:"score,omitempty"`
-	MaxScore     int            `json:"max_score"`
-	CostMicroUSD int64          `json:"cost_micro_usd"`
-	Scenarios    []ScenarioLine `json:"scenarios"`
+	Score        string                     `json:"score,omitempty"`
+	MaxScore     int                        `json:"max_score"`
+	CostMicroUSD int64                      `json:"cost_micro_usd"`
+	Scenarios    []scenarios.ScenarioResult `json:"scenarios"`
 	// Trace, Receipts and Run are the artifacts the verdict names: the
 	// meter's trace and receipts and the signed scenario-run record.
 	// Each is empty unless the record names a well-formed digest.
@@ -24,53 +27,17 @@ type ScenariosView struct {
 	Run      digest.Digest `json:"run,omitempty"`
 }
 
-// ScenarioLine is one scenario of a scenarios verdict.
-type ScenarioLine struct {
-	Name         string      `json:"name"`
-	Status       string      `json:"status"`
-	Detail       string      `json:"detail,omitempty"`
-	Passed       int         `json:"passed"`
-	Total        int         `json:"total"`
-	Turns        int         `json:"turns"`
-	Stop         string      `json:"stop"`
-	CostMicroUSD int64       `json:"cost_micro_usd"`
-	Models       []ModelCost `json:"models"`
-}
-
-// ModelCost is what one model's calls cost in one scenario.
-type ModelCost struct {
-	Model        string `json:"model"`
-	Calls        int64  `json:"calls"`
-	InputTokens  int64  `json:"input_tokens"`
-	OutputTokens int64  `json:"output_tokens"`
-	CostMicroUSD int64  `json:"cost_micro_usd"`
-}
-
 // OptimizerView is what an optimizer verdict decided: the bar it was judged
 // against, each training run and the outcome.
 type OptimizerView struct {
-	Outcome               string    `json:"outcome,omitempty"`
-	BarMicroNats          int64     `json:"bar_micro_nats"`
-	FloorMicroNats        int64     `json:"floor_micro_nats"`
-	HorizonSteps          int       `json:"horizon_steps"`
-	CandidateBarMicroNats int64     `json:"candidate_bar_micro_nats,omitempty"`
-	BeaconSource          string    `json:"beacon_source,omitempty"`
-	BeaconVerified        bool      `json:"beacon_verified"`
-	Runs                  []RunLine `json:"runs"`
-}
-
-// RunLine is one training run of an optimizer verdict.
-type RunLine struct {
-	Index                int           `json:"index"`
-	Seed                 int64         `json:"seed"`
-	Status               string        `json:"status"`
-	Detail               string        `json:"detail,omitempty"`
-	Steps                int           `json:"steps"`
-	Stop                 string        `json:"stop,omitempty"`
-	CPUMillis            int64         `json:"cpu_millis,omitempty"`
-	Checkpoint           digest.Digest `json:"checkpoint,omitempty"` // empty unless well-formed
-	HeldOutLossMicroNats *int64        `json:"held_out_loss_micro_nats,omitempty"`
-	Cleared              bool          `json:"cleared"`
+	Outcome               string          `json:"outcome,omitempty"`
+	BarMicroNats          int64           `json:"bar_micro_nats"`
+	FloorMicroNats        int64           `json:"floor_micro_nats"`
+	HorizonSteps          int             `json:"horizon_steps"`
+	CandidateBarMicroNats int64           `json:"candidate_bar_micro_nats,omitempty"`
+	BeaconSource          string          `json:"beacon_source,omitempty"`
+	BeaconVerified        bool            `json:"beacon_verified"`
+	Runs                  []optimizer.Run `json:"runs"`
 }
 
 // scenariosView reads the scenarios members of a verdict record; nil for a
@@ -92,11 +59,11 @@ func scenariosView(record []byte) *ScenariosView {
 	out := v.ScenariosView
 	out.Trace, out.Receipts, out.Run = wellFormed(v.Digests.Trace), wellFormed(v.Digests.Receipts), wellFormed(v.Digests.Run)
 	if out.Scenarios == nil {
-		out.Scenarios = []ScenarioLine{}
+		out.Scenarios = []scenarios.ScenarioResult{}
 	}
 	for i := range out.Scenarios {
 		if out.Scenarios[i].Models == nil {
-			out.Scenarios[i].Models = []ModelCost{}
+			out.Scenarios[i].Models = []meter.ModelCost{}
 		}
 	}
 	return &out
@@ -121,7 +88,7 @@ func optimizerView(record []byte) *OptimizerView {
 		out.BeaconSource, out.BeaconVerified = v.Beacon.Source, v.Beacon.Verified
 	}
 	if out.Runs == nil {
-		out.Runs = []RunLine{}
+		out.Runs = []optimizer.Run{}
 	}
 	for i := range out.Runs {
 		out.Runs[i].Checkpoint = wellFormed(string(out.Runs[i].Checkpoint))
