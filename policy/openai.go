@@ -32,8 +32,8 @@ type msgInfo struct {
 	content json.RawMessage // nil when absent
 }
 
-// text is the message's text (contentText of its content).
-func (m msgInfo) text() string { return contentText(m.content) }
+// text is the message's text (ContentText of its content).
+func (m msgInfo) text() string { return ContentText(m.content) }
 
 // badRequest is an error in the agent's own request (not a policy failure).
 type badRequest struct{ code, msg string }
@@ -90,9 +90,9 @@ func parseAgentRequest(b []byte) (*agentRequest, error) {
 	return r, nil
 }
 
-// contentText is a message content's text: the string, or the text parts of
-// an array joined by newlines.
-func contentText(c json.RawMessage) string {
+// ContentText is a chat message content's text: the string, or the text
+// parts of an array joined by newlines ("" for anything else).
+func ContentText(c json.RawMessage) string {
 	var s string
 	if json.Unmarshal(c, &s) == nil {
 		return s

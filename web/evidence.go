@@ -270,8 +270,13 @@ func recordEvidence(record []byte) (EvidencePage, any, error) {
 	p := EvidencePage{Protocol: str(top, "protocol"), Status: str(top, "status"),
 		Reason: str(top, "reason"), Submission: str(top, "submission"), ClaimedScore: str(top, "claimed_score"),
 		Inputs: []Input{}, Violations: []json.RawMessage{}, Traces: []Linked{}, Receipts: []Linked{},
-		Checkpoints: []Linked{}, Losses: []Loss{}, TrustedKeys: []string{}, Warnings: verdictWarnings(record),
-		Scenarios: scenariosView(record), Optimizer: optimizerView(record)}
+		Checkpoints: []Linked{}, Losses: []Loss{}, TrustedKeys: []string{}, Warnings: verdictWarnings(record)}
+	switch p.Protocol {
+	case "scenarios":
+		p.Scenarios = scenariosView(record)
+	case "optimizer":
+		p.Optimizer = optimizerView(record)
+	}
 	if p.Warnings == nil {
 		p.Warnings = []string{}
 	}

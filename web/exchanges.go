@@ -8,6 +8,7 @@ import (
 
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/meter"
+	"github.com/feval/feval/policy"
 	"github.com/feval/feval/protocol/scenarios"
 	"github.com/opencontainers/go-digest"
 )
@@ -112,7 +113,7 @@ func exchangeView(e meter.TraceEntry) ExchangeView {
 		x.Model, x.Messages = req.Model, len(req.Messages)
 		if n := len(req.Messages); n > 0 {
 			last := req.Messages[n-1]
-			x.LastRole, x.Last = last.Role, clip(messageText(last.Content), maxExchangeText)
+			x.LastRole, x.Last = last.Role, clip(policy.ContentText(last.Content), maxExchangeText)
 		}
 	}
 	if u := e.Upstream; u != nil {
@@ -131,26 +132,6 @@ func exchangeView(e meter.TraceEntry) ExchangeView {
 		x.Answer = clip(x.Answer, maxExchangeText)
 	}
 	return x
-}
-
-// messageText is a chat message's content as text: a string, or the text
-// parts of a list of parts.
-func messageText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		out := ""
-		for _, p := range parts {
-			out += p.Text
-		}
-		return out
-	}
-	return string(raw)
 }
 
 // answerText is the first choice's message content and tool calls of a

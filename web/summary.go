@@ -39,11 +39,15 @@ func Summarize(kind string, record []byte) []Field {
 			tail = append(tail, Field{"warning", w})
 		}
 		out = append(out[:at], append(tail, out[at:]...)...)
-		if v := scenariosView(record); v != nil {
-			out = append(out, v.fields()...)
-		}
-		if v := optimizerView(record); v != nil {
-			out = append(out, v.fields()...)
+		switch m["protocol"] {
+		case "scenarios":
+			if v := scenariosView(record); v != nil {
+				out = append(out, v.fields()...)
+			}
+		case "optimizer":
+			if v := optimizerView(record); v != nil {
+				out = append(out, v.fields()...)
+			}
 		}
 	} else {
 		flatten(m, "", &out)

@@ -132,14 +132,19 @@ func (o *trustOptions) Parse(c *cli.Context) {
 	}
 }
 
-// Load reads the trusted keys; with none given, the caller's own public key.
-func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
-	paths := o.Keys
-	if len(paths) == 0 {
-		paths = []string{o.own}
+// paths are the files of the trusted keys: --pub, else the caller's own
+// public key.
+func (o *trustOptions) paths() []string {
+	if len(o.Keys) == 0 {
+		return []string{o.own}
 	}
+	return o.Keys
+}
+
+// Load reads the trusted keys, in the order of paths.
+func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
 	var out []*bundle.PublicKey
-	for _, p := range paths {
+	for _, p := range o.paths() {
 		b, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: public key %s: give --pub FILE or run 'feval key generate'", errNoKey, p)
@@ -157,12 +162,13 @@ func (o *trustOptions) Load() ([]*bundle.PublicKey, error) {
 }
 
 // LoadForAggregate reads the trusted keys of a command that aggregates
-// verdicts (frontier, emission): --pub or FEVAL_PUB, else the caller's own
-// public key. With none of them it refuses as a usage error: an aggregate
-// never counts whoever signed.
+// verdicts (leaderboard, frontier, emission, serve): --pub or FEVAL_PUB,
+// else the caller's own public key. With none of them it refuses as a usage
+// error: an aggregate never counts whoever signed. A named key file that is
+// missing stays a not-found error naming it.
 func (o *trustOptions) LoadForAggregate() ([]*bundle.PublicKey, error) {
 	keys, err := o.Load()
-	if errors.Is(err, errNoKey) {
+	if errors.Is(err, errNoKey) && len(o.Keys) == 0 {
 		return nil, errNoTrustedKey()
 	}
 	return keys, err

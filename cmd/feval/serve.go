@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/protocol"
@@ -209,27 +207,17 @@ func checkServeAddr(addr string, allowRemote bool) error {
 	return nil
 }
 
-// serveTrusted reads the trusted keys as every aggregate does: --pub or
-// FEVAL_PUB, else the caller's own public key; with none it refuses.
+// serveTrusted reads the trusted keys as every aggregate does
+// (trustOptions.LoadForAggregate), each with the file it came from.
 func serveTrusted(tr *trustOptions) ([]web.TrustedKey, error) {
-	paths := tr.Keys
-	if len(paths) == 0 {
-		if _, err := os.Stat(tr.own); errors.Is(err, fs.ErrNotExist) {
-			return nil, errNoTrustedKey()
-		}
-		paths = []string{tr.own}
+	keys, err := tr.LoadForAggregate()
+	if err != nil {
+		return nil, err
 	}
-	var out []web.TrustedKey
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: public key %s: %v", errNoKey, p, err)
-		}
-		k, err := bundle.ParsePublicKey(b)
-		if err != nil {
-			return nil, usagef("%s: %v", p, err)
-		}
-		out = append(out, web.TrustedKey{Path: p, Key: k})
+	paths := tr.paths()
+	out := make([]web.TrustedKey, len(keys))
+	for i, k := range keys {
+		out[i] = web.TrustedKey{Path: paths[i], Key: k}
 	}
 	return out, nil
 }

@@ -152,3 +152,21 @@ func TestServeFrontierFlags(t *testing.T) {
 		t.Errorf("--frontier-round: %+v, %v", f, err)
 	}
 }
+
+// TestAggregateTrust: with no key named and none of one's own, an aggregate
+// refuses as a usage error; a named key file that is missing is reported as
+// not found, by name.
+func TestAggregateTrust(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "validator.pub")
+	_, err := (&trustOptions{own: missing}).LoadForAggregate()
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "no trusted key") {
+		t.Errorf("no key at all: %v (exit %d), want the usage refusal", err, exitCode(err))
+	}
+	_, err = (&trustOptions{Keys: []string{missing}}).LoadForAggregate()
+	if exitCode(err) != exitNotFound || !strings.Contains(err.Error(), missing) {
+		t.Errorf("a named key file missing: %v (exit %d), want not found naming it", err, exitCode(err))
+	}
+	if _, err := serveTrusted(&trustOptions{Keys: []string{missing}}); exitCode(err) != exitNotFound {
+		t.Errorf("serve with a named key file missing: %v", err)
+	}
+}
