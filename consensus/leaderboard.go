@@ -276,6 +276,8 @@ func roundCells(ctx context.Context, st cas.Store, round roundInfo, trusted []*b
 		if err != nil {
 			return nil, err
 		}
+		// why the verdict gave no cell, decided by the furthest check a
+		// trusted vote got to; "" once it gave one.
 		why := LeftUntrusted
 		if vs[0].Validator == "" {
 			why = LeftUnsigned
@@ -309,14 +311,14 @@ func roundCells(ctx context.Context, st cas.Store, round roundInfo, trusted []*b
 				why = LeftMalformed
 				continue
 			}
-			why = LeftSuperseded
+			why = ""
 			k := cellKey{e.miner, v.Validator}
 			if prev, ok := cells[k]; ok && cmp.Or(cmp.Compare(prev.Sequence, cell.Sequence), cmp.Compare(cell.Verdict, prev.Verdict)) > 0 {
 				continue // prev is later (or equal with a smaller digest)
 			}
 			cells[k] = cell
 		}
-		if why == LeftSuperseded {
+		if why == "" {
 			placed = append(placed, c.desc.Digest)
 		} else {
 			left[why]++
