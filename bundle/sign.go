@@ -26,7 +26,7 @@ import (
 
 // Media types and identifiers of feval signatures.
 const (
-	MediaTypeSigstoreBundle = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	MediaTypeSigstoreBundle = cas.SignatureArtifactType
 	PayloadTypeInToto       = "application/vnd.in-toto+json"
 	StatementType           = "https://in-toto.io/Statement/v1"
 	// PredicateType is the in-toto predicate type of a feval signature; cosign

@@ -294,3 +294,44 @@ func TestCopyWithReferrers(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyUpwardTakesOnlySignatures publishes a round the way push does: its
+// subject (the task) goes with the task's signature but not with the task's
+// other referrers (a draft round), unless Siblings asks for them.
+func TestCopyUpwardTakesOnlySignatures(t *testing.T) {
+	ctx := context.Background()
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) {
+			src := be.open(t)
+			task := artifact(t, src, "application/vnd.test.task", "task", nil)
+			taskSig := artifact(t, src, cas.SignatureArtifactType, "task sig", &task)
+			round := artifact(t, src, "application/vnd.test.round", "round", &task)
+			roundSig := artifact(t, src, cas.SignatureArtifactType, "round sig", &round)
+			draft := artifact(t, src, "application/vnd.test.round", "draft", &task)
+			draftSig := artifact(t, src, cas.SignatureArtifactType, "draft sig", &draft)
+			for _, siblings := range []bool{false, true} {
+				dst := be.open(t)
+				if _, err := cas.Copy(ctx, src, dst, round, cas.CopyOptions{Referrers: true, Subjects: true, Siblings: siblings}); err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range []ocispec.Descriptor{task, taskSig, round, roundSig} {
+					if ok, err := dst.Exists(ctx, d); !ok || err != nil {
+						t.Fatalf("siblings=%v: %s missing after copy: %v", siblings, d.Digest, err)
+					}
+				}
+				for _, d := range []ocispec.Descriptor{draft, draftSig} {
+					if ok, _ := dst.Exists(ctx, d); ok != siblings {
+						t.Fatalf("siblings=%v: draft %s copied = %v", siblings, d.Digest, ok)
+					}
+				}
+				refs, err := dst.Referrers(ctx, task, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := 2; !siblings && len(refs) != want {
+					t.Fatalf("task has %d referrers after a push, want %d (its signature and the round)", len(refs), want)
+				}
+			}
+		})
+	}
+}

@@ -36,14 +36,27 @@ type CopyOptions struct {
 	// Referrers copies, recursively, every manifest whose subject is a copied
 	// manifest (signatures, reveals, verdicts).
 	Referrers bool
-	// Subjects follows subject links upward from every copied manifest.
+	// Subjects follows subject links upward from every copied manifest. A
+	// subject reached that way comes with its signatures (referrers of type
+	// SignatureArtifactType), recursively, and nothing else that refers to it:
+	// pushing a round publishes its task, not the task's other rounds.
 	Subjects bool
+	// Siblings, with Subjects and Referrers, copies every referrer of a subject
+	// reached upward (a round's other commitments and reveals, the task's other
+	// rounds): what a validator or an auditor gathers to check a record in its
+	// context. Publishing leaves it off.
+	Siblings bool
 	// Progress receives byte counts; nil means the context's (WithProgress).
 	Progress Progress
 	// Tag, if set, names root in dst once everything else is there. A
 	// registry receives root's manifest and the tag in one request.
 	Tag string
 }
+
+// SignatureArtifactType is the artifact type of a signature (a sigstore
+// bundle): the one kind of referrer a subject reached upward brings along
+// without CopyOptions.Siblings.
+const SignatureArtifactType = "application/vnd.dev.sigstore.bundle.v0.3+json"
 
 // Parallel is how many blobs Copy moves at once.
 const Parallel = 4
@@ -128,7 +141,7 @@ func Copy(ctx context.Context, src, dst Store, root ocispec.Descriptor, opts Cop
 	if staged {
 		p.manifest = func(d ocispec.Descriptor, raw []byte) { m.manifest(stager, d, raw) }
 	}
-	if err := p.visit(root); err != nil {
+	if err := p.visit(root, false); err != nil {
 		cancel()
 		m.wg.Wait()
 		m.mu.Lock()
@@ -388,8 +401,10 @@ type planner struct {
 	subject  *ocispec.Descriptor              // the first subject a manifest names
 }
 
-// visit appends desc's closure to p.order in dependency order.
-func (p *planner) visit(desc ocispec.Descriptor) error {
+// visit appends desc's closure to p.order in dependency order. up says desc
+// was reached through a subject link: without Siblings, only its signatures
+// are listed among its referrers.
+func (p *planner) visit(desc ocispec.Descriptor, up bool) error {
 	if p.seen[desc.Digest] {
 		return nil
 	}
@@ -399,6 +414,7 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 		p.blob(desc)
 		return nil
 	}
+	onlySigs := up && !p.opts.Siblings
 	node, b, err := FetchNode(p.ctx, p.src, desc)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", desc.Digest, err)
@@ -413,20 +429,24 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer func() { cancel(); <-listed }()
 	if p.opts.Referrers {
+		filter := ""
+		if onlySigs {
+			filter = SignatureArtifactType
+		}
 		go func() {
 			defer close(listed)
-			refs, rerr = p.src.Referrers(ctx, desc, "")
+			refs, rerr = p.src.Referrers(ctx, desc, filter)
 		}()
 	} else {
 		close(listed)
 	}
 	if node.Subject != nil && p.opts.Subjects {
-		if err := p.visit(*node.Subject); err != nil {
+		if err := p.visit(*node.Subject, true); err != nil {
 			return err
 		}
 	}
 	for _, c := range node.Children {
-		if err := p.visit(c); err != nil {
+		if err := p.visit(c, up); err != nil {
 			return err
 		}
 	}
@@ -436,7 +456,10 @@ func (p *planner) visit(desc ocispec.Descriptor) error {
 			return fmt.Errorf("listing referrers of %s: %w", desc.Digest, rerr)
 		}
 		for _, r := range refs {
-			if err := p.visit(r); err != nil {
+			if onlySigs && r.ArtifactType != SignatureArtifactType {
+				continue // a registry may ignore the filter
+			}
+			if err := p.visit(r, onlySigs); err != nil {
 				return err
 			}
 		}

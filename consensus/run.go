@@ -192,7 +192,7 @@ func artifactInput(ctx context.Context, l *cas.Layout, src cas.Store, ref, kind 
 // then every submission a reveal of the round names, with its referrers
 // (verdicts and their signatures). Submissions src lacks are skipped.
 func Gather(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.Descriptor) error {
-	if _, err := cas.Copy(ctx, src, l, round, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+	if _, err := cas.Copy(ctx, src, l, round, cas.CopyOptions{Subjects: true, Referrers: true, Siblings: true}); err != nil {
 		return fmt.Errorf("gathering round %s: %w", round.Digest, err)
 	}
 	reveals, err := discoverReveals(ctx, l, round)
@@ -260,7 +260,7 @@ func Publish(ctx context.Context, l *cas.Layout, dst cas.Store, out Outcome) err
 // commitments, reveals and their signatures), the stake table and rules, and
 // every verdict it names with its signatures and subject.
 func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, consensus ocispec.Descriptor) error {
-	if _, err := cas.Copy(ctx, src, l, consensus, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+	if _, err := cas.Copy(ctx, src, l, consensus, cas.CopyOptions{Subjects: true, Referrers: true, Siblings: true}); err != nil {
 		return fmt.Errorf("fetching consensus: %w", err)
 	}
 	_, rec, err := LoadRecord(ctx, l, consensus)
@@ -279,7 +279,7 @@ func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, consensus ocispec.
 		if err != nil {
 			return fmt.Errorf("fetching input %s: %w", d, err)
 		}
-		if _, err := cas.Copy(ctx, src, l, desc, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+		if _, err := cas.Copy(ctx, src, l, desc, cas.CopyOptions{Subjects: true, Referrers: true, Siblings: true}); err != nil {
 			return fmt.Errorf("fetching input %s: %w", d, err)
 		}
 	}

@@ -147,7 +147,7 @@ func EvaluateAll(ctx context.Context, l *cas.Layout, signer func() (*bundle.Sign
 	for _, name := range b.Reveals {
 		it := &item{Result: Result{Reveal: name}}
 		items = append(items, it)
-		d, err := fetch(name, cas.CopyOptions{Subjects: true, Referrers: true})
+		d, err := fetch(name, cas.CopyOptions{Subjects: true, Referrers: true, Siblings: true})
 		if err != nil {
 			if waited && keyErr != nil {
 				return nil, keyErr

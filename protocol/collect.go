@@ -17,7 +17,7 @@ import (
 // layout itself. It returns the first-seen records.
 func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.Descriptor, obs Observation) (map[digest.Digest]Seen, error) {
 	if src != cas.Store(l) {
-		if _, err := cas.Copy(ctx, src, l, round, cas.CopyOptions{Referrers: true, Subjects: true}); err != nil {
+		if _, err := cas.Copy(ctx, src, l, round, cas.CopyOptions{Referrers: true, Subjects: true, Siblings: true}); err != nil {
 			return nil, fmt.Errorf("collecting round %s: %w", round.Digest, err)
 		}
 	}

@@ -70,7 +70,7 @@ type Result struct {
 // round and task, each with their signatures, the submission, and the evidence
 // its protocol's driver names (checkpoints).
 func Fetch(ctx context.Context, src cas.Store, l *cas.Layout, verdict ocispec.Descriptor) error {
-	if _, err := cas.Copy(ctx, src, l, verdict, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+	if _, err := cas.Copy(ctx, src, l, verdict, cas.CopyOptions{Subjects: true, Referrers: true, Siblings: true}); err != nil {
 		return fmt.Errorf("fetching verdict: %w", err)
 	}
 	art, v, err := evaluate.LoadVerdict(ctx, l, verdict)

@@ -265,7 +265,7 @@ func (s *Server) resolve(ctx context.Context, l *cas.Layout, d digest.Digest) (o
 	if err != nil {
 		return desc, err
 	}
-	if _, err := cas.Copy(ctx, s.opts.Source, l, desc, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+	if _, err := cas.Copy(ctx, s.opts.Source, l, desc, cas.CopyOptions{Subjects: true, Referrers: true, Siblings: true}); err != nil {
 		return desc, fmt.Errorf("gathering %s from %s: %w", d, s.opts.SourceName, err)
 	}
 	if err := l.Flush(); err != nil {

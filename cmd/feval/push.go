@@ -20,7 +20,7 @@ func pushCommand(a *appEnv) *cli.Command {
 	st, rem, out := &storeOptions{}, &remoteOptions{}, &outputOptions{}
 	return &cli.Command{
 		Name:      "push",
-		Usage:     "copy an artifact with its subjects, signatures and other referrers to a registry",
+		Usage:     "copy an artifact with its referrers, and its subjects with their signatures, to a registry",
 		ArgsUsage: "DIGEST|PREFIX|TAG REF (REF = host[:port]/repository[:tag])",
 		Flags:     flagSet(st.Flags(), rem.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
@@ -89,7 +89,7 @@ func pullCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
-			res, err := cas.Copy(c.Context, r, l, desc, cas.CopyOptions{Referrers: true, Subjects: true, Progress: a.progress(out, "pull")})
+			res, err := cas.Copy(c.Context, r, l, desc, cas.CopyOptions{Referrers: true, Subjects: true, Siblings: true, Progress: a.progress(out, "pull")})
 			if err != nil {
 				return fmt.Errorf("pulling %s: %w", c.Args().First(), err)
 			}
