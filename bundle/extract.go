@@ -33,7 +33,7 @@ type ExtractOptions struct {
 // Extracted describes a completed extraction.
 type Extracted struct {
 	Dir     string  `json:"dir"`
-	Content Content `json:"content"`
+	Content Content `json:"payload"`
 	Files   int     `json:"files"`
 }
 

@@ -186,7 +186,7 @@ func PackModel(ctx context.Context, l *cas.Layout, signer func() (*Signer, error
 	if err != nil {
 		return Packed{}, err
 	}
-	return Packed{Artifact: desc, Signature: sig, Content: Content{Type: "model", Digest: desc.Digest, Size: size}}, nil
+	return Packed{Artifact: cas.Descriptor(desc), Signature: cas.Descriptor(sig), Content: Content{Type: "model", Digest: desc.Digest, Size: size}}, nil
 }
 
 func createdOr(c string) string {

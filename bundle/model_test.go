@@ -117,7 +117,7 @@ func TestModelRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	files, err := LoadModel(ctx, l, p1.Artifact)
+	files, err := LoadModel(ctx, l, p1.Artifact.OCI())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +147,10 @@ func TestModelRoundTrip(t *testing.T) {
 		}
 		return r
 	}
-	if _, err := cas.Copy(ctx, l, remote("models/a"), p1.Artifact, cas.CopyOptions{Referrers: true, Tag: "m1"}); err != nil {
+	if _, err := cas.Copy(ctx, l, remote("models/a"), p1.Artifact.OCI(), cas.CopyOptions{Referrers: true, Tag: "m1"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := cas.Copy(ctx, l, remote("models/a"), p2.Artifact, cas.CopyOptions{Referrers: true, Tag: "m2"})
+	res, err := cas.Copy(ctx, l, remote("models/a"), p2.Artifact.OCI(), cas.CopyOptions{Referrers: true, Tag: "m2"})
 	if err != nil {
 		t.Fatal(err)
 	}

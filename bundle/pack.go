@@ -37,9 +37,9 @@ type PackOptions struct {
 
 // Packed is the outcome of PackPath.
 type Packed struct {
-	Artifact  ocispec.Descriptor `json:"artifact"`
-	Signature ocispec.Descriptor `json:"signature"`
-	Content   Content            `json:"content"`
+	Artifact  cas.Descriptor `json:"artifact"`
+	Signature cas.Descriptor `json:"signature_artifact"`
+	Content   Content        `json:"payload"`
 }
 
 // PackPath packs a file or a directory into a signed artifact of the given kind in
@@ -144,7 +144,7 @@ func (s *stager) publishSigned(ctx context.Context, signer *Signer, a Artifact, 
 	if err != nil {
 		return Packed{}, err
 	}
-	return Packed{Artifact: desc, Signature: sig, Content: c}, nil
+	return Packed{Artifact: cas.Descriptor(desc), Signature: cas.Descriptor(sig), Content: c}, nil
 }
 
 func (s *stager) discard() {

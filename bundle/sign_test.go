@@ -101,14 +101,14 @@ func TestVerifyAcceptsOnlyTrustedKeys(t *testing.T) {
 	s, other := testSigner(t), testSigner(t)
 	l, p := signedFixture(t, s)
 	ctx := context.Background()
-	rep := Verify(ctx, l, p.Artifact, []*PublicKey{s.Public()})
+	rep := Verify(ctx, l, p.Artifact.OCI(), []*PublicKey{s.Public()})
 	if err := rep.Err(); err != nil {
 		t.Fatalf("clean artifact failed: %v", err)
 	}
 	if got := rep.Signers[p.Artifact.Digest]; len(got) != 1 || got[0] != s.Public().Fingerprint {
 		t.Fatalf("signers = %v", got)
 	}
-	rep = Verify(ctx, l, p.Artifact, []*PublicKey{other.Public()})
+	rep = Verify(ctx, l, p.Artifact.OCI(), []*PublicKey{other.Public()})
 	if !errors.Is(rep.Err(), ErrNoTrustedSignature) {
 		t.Fatalf("verification with a stranger's key: %v", rep.Err())
 	}
@@ -124,20 +124,20 @@ func TestTamperEveryObject(t *testing.T) {
 	objects := map[string]digest.Digest{"manifest": p.Artifact.Digest, "signature": p.Signature.Digest}
 	{
 		l, _ := signedFixture(t, s)
-		art, err := Load(ctx, l, p.Artifact)
+		art, err := Load(ctx, l, p.Artifact.OCI())
 		if err != nil {
 			t.Fatal(err)
 		}
 		objects["record"] = art.Manifest.Layers[0].Digest
 		objects["payload"] = art.Payloads[0].Digest
-		node, _, _ := cas.FetchNode(ctx, l, p.Signature)
+		node, _, _ := cas.FetchNode(ctx, l, p.Signature.OCI())
 		objects["signature bundle"] = node.Children[1].Digest
 	}
 	for name, d := range objects {
 		t.Run(name, func(t *testing.T) {
 			l, p := signedFixture(t, s)
 			flipByte(t, l.BlobPath(d))
-			rep := Verify(ctx, l, p.Artifact, []*PublicKey{s.Public()})
+			rep := Verify(ctx, l, p.Artifact.OCI(), []*PublicKey{s.Public()})
 			if rep.Err() == nil {
 				t.Fatalf("flipping a byte of the %s %s went unnoticed", name, d)
 			}
@@ -183,15 +183,15 @@ func TestForgedSignatureRejected(t *testing.T) {
 	ctx := context.Background()
 	forged := *mallory
 	forged.pub = s.pub // claims to be s
-	fd, err := Sign(ctx, l, &forged, p.Artifact)
+	fd, err := Sign(ctx, l, &forged, p.Artifact.OCI())
 	if err != nil {
 		t.Fatal(err)
 	}
-	signers, err := VerifySignatures(ctx, l, p.Artifact, []*PublicKey{s.Public()})
+	signers, err := VerifySignatures(ctx, l, p.Artifact.OCI(), []*PublicKey{s.Public()})
 	if err != nil || len(signers) != 1 || signers[0] != s.Public().Fingerprint {
 		t.Fatalf("a forged signature next to the genuine one broke verification: %v %v", signers, err)
 	}
-	rep := Verify(ctx, l, p.Artifact, []*PublicKey{s.Public()})
+	rep := Verify(ctx, l, p.Artifact.OCI(), []*PublicKey{s.Public()})
 	if rep.Err() != nil {
 		t.Fatalf("verify: %v", rep.Err())
 	}
@@ -257,19 +257,19 @@ func TestForeignSignaturesIgnored(t *testing.T) {
 	s, stranger := testSigner(t), testSigner(t)
 	l, p := signedFixture(t, s)
 	ctx := context.Background()
-	if _, err := Sign(ctx, l, stranger, p.Artifact); err != nil {
+	if _, err := Sign(ctx, l, stranger, p.Artifact.OCI()); err != nil {
 		t.Fatal(err)
 	}
 	hint := base64.StdEncoding.EncodeToString(mustHex(t, stranger.Public().Fingerprint))
-	msgSig := attachBundle(t, l, p.Artifact, []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json",`+
+	msgSig := attachBundle(t, l, p.Artifact.OCI(), []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json",`+
 		`"verificationMaterial":{"publicKey":{"hint":"`+hint+`"}},"messageSignature":{"messageDigest":{"algorithm":"SHA2_256","digest":"AAAA"},"signature":"AAAA"}}`))
 	stmt := base64.StdEncoding.EncodeToString([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"x","digest":{"sha256":"` +
 		p.Artifact.Digest.Encoded() + `"}}],"predicateType":"https://sigstore.dev/cosign/sign/v1","predicate":{}}`))
-	otherPred := attachBundle(t, l, p.Artifact, []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json",`+
+	otherPred := attachBundle(t, l, p.Artifact.OCI(), []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json",`+
 		`"verificationMaterial":{"publicKey":{"hint":""}},"dsseEnvelope":{"payload":"`+stmt+`","payloadType":"application/vnd.in-toto+json","signatures":[{"sig":"AAAA"}]}}`))
-	junk := attachBundle(t, l, p.Artifact, []byte("not json at all"))
+	junk := attachBundle(t, l, p.Artifact.OCI(), []byte("not json at all"))
 
-	rep := Verify(ctx, l, p.Artifact, []*PublicKey{s.Public()})
+	rep := Verify(ctx, l, p.Artifact.OCI(), []*PublicKey{s.Public()})
 	if err := rep.Err(); err != nil {
 		t.Fatalf("foreign signatures broke verification: %v", err)
 	}
@@ -299,13 +299,13 @@ func TestForeignSignaturesIgnored(t *testing.T) {
 		t.Errorf("the stranger's valid signature is not reported with its key: %+v", rep.Skipped)
 	}
 
-	fps, err := Signers(ctx, l, p.Artifact)
+	fps, err := Signers(ctx, l, p.Artifact.OCI())
 	if err != nil || strings.Join(fps, ",") != strings.Join(sortedFPs(s, stranger), ",") {
 		t.Fatalf("Signers = %v, %v", fps, err)
 	}
 
 	// Trusting only the stranger: the failure names who signed.
-	_, err = VerifySignatures(ctx, l, p.Artifact, []*PublicKey{testSigner(t).Public()})
+	_, err = VerifySignatures(ctx, l, p.Artifact.OCI(), []*PublicKey{testSigner(t).Public()})
 	if !errors.Is(err, ErrNoTrustedSignature) || !strings.Contains(err.Error(), "; signed by ") || !strings.Contains(err.Error(), s.Public().Fingerprint[:16]) {
 		t.Fatalf("untrusted: %v", err)
 	}
@@ -367,11 +367,11 @@ func FuzzCheckSignatures(f *testing.F) {
 	s := testSigner(f)
 	l, p := signedFixture(f, s)
 	ctx := context.Background()
-	genuine, err := s.SignatureBytes(p.Artifact)
+	genuine, err := s.SignatureBytes(p.Artifact.OCI())
 	if err != nil {
 		f.Fatal(err)
 	}
-	if checks, err := CheckSignatures(ctx, withBundle(f, l, p.Artifact, genuine), p.Artifact, []*PublicKey{s.Public()}); err != nil || len(checks) != 1 || !checks[0].Trusted {
+	if checks, err := CheckSignatures(ctx, withBundle(f, l, p.Artifact.OCI(), genuine), p.Artifact.OCI(), []*PublicKey{s.Public()}); err != nil || len(checks) != 1 || !checks[0].Trusted {
 		f.Fatalf("the genuine bundle through the in-memory referrer: %+v %v", checks, err)
 	}
 	f.Add(genuine)
@@ -380,7 +380,7 @@ func FuzzCheckSignatures(f *testing.F) {
 	f.Add([]byte("not json"))
 	other := testSigner(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checks, err := CheckSignatures(ctx, withBundle(t, l, p.Artifact, b), p.Artifact, []*PublicKey{other.Public()})
+		checks, err := CheckSignatures(ctx, withBundle(t, l, p.Artifact.OCI(), b), p.Artifact.OCI(), []*PublicKey{other.Public()})
 		if err != nil || len(checks) != 1 {
 			t.Fatalf("%v %v", checks, err)
 		}

@@ -34,7 +34,7 @@ var ErrVerify = errors.New("verification failed")
 type Report struct {
 	Root     digest.Digest              `json:"root"`
 	Objects  int                        `json:"objects"`
-	Signers  map[digest.Digest][]string `json:"signers"` // manifest -> trusted fingerprints
+	Signers  map[digest.Digest][]string `json:"manifest_signers"` // manifest -> trusted fingerprints
 	Problems []Problem                  `json:"problems"`
 	// Skipped lists the signature referrers that did not count: by keys that
 	// are not trusted, in another tool's format, unreadable or failing. They

@@ -14,11 +14,12 @@ func TestVerifyRangedBeyond(t *testing.T) {
 	s := testSigner(t)
 	ctx := context.Background()
 	l, p := signedFixture(t, s)
-	top, err := WriteSigned(ctx, l, s, Artifact{Kind: "verdict", Record: map[string]int{"a": 1}, Subject: &p.Artifact})
+	subject := p.Artifact.OCI()
+	top, err := WriteSigned(ctx, l, s, Artifact{Kind: "verdict", Record: map[string]int{"a": 1}, Subject: &subject})
 	if err != nil {
 		t.Fatal(err)
 	}
-	art, err := Load(ctx, l, p.Artifact)
+	art, err := Load(ctx, l, p.Artifact.OCI())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestVerifyRangedBeyond(t *testing.T) {
 	if rep := VerifyRangedBeyond(ctx, l, top, nil, sound); names(rep) {
 		t.Errorf("the payload of a manifest named sound was read again: %v", rep.Problems)
 	}
-	if rep := VerifyRangedBeyond(ctx, l, p.Artifact, nil, sound); !names(rep) {
+	if rep := VerifyRangedBeyond(ctx, l, p.Artifact.OCI(), nil, sound); !names(rep) {
 		t.Errorf("the root named sound was not verified: %v", rep.Problems)
 	}
 	if rep := VerifyRangedBeyond(ctx, l, top, nil, map[digest.Digest]bool{p.Artifact.Digest: false}); !names(rep) {

@@ -453,7 +453,7 @@ func TestRunReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Fetch(w.ctx, shared, fresh, out.Artifact); err != nil {
+	if err := Fetch(w.ctx, shared, fresh, out.Artifact.OCI()); err != nil {
 		t.Fatal(err)
 	}
 	// Trusting the record's signer is not enough: the stake table must be
@@ -526,7 +526,7 @@ func TestReplayMissingInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only the record and its subject graph: no verdicts, no stakes, no rules.
-	if _, err := cas.Copy(w.ctx, w.st, partial, out.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+	if _, err := cas.Copy(w.ctx, w.st, partial, out.Artifact.OCI(), cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Replay(w.ctx, partial, out.Artifact.Digest, trusted); !errors.Is(err, cas.ErrNotFound) {

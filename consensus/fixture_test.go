@@ -134,7 +134,11 @@ func (w *world) reveal(key *bundle.Signer, content string, round ocispec.Descrip
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return minerEntry{key: key, reveal: rv.Reveal, submission: c.Submission, commitment: c.Artifact.Digest, value: c.Commitment}
+	sub, err := w.st.Resolve(w.ctx, c.Submission.String())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return minerEntry{key: key, reveal: rv.Artifact.OCI(), submission: sub, commitment: c.Artifact.Digest, value: c.Commitment}
 }
 
 // verdict writes a verdict by s (unsigned when s is nil) on miner m's entry;

@@ -52,7 +52,7 @@ type Board struct {
 	Seat *Seat `json:"seat,omitempty"`
 	// Stakes are the stakes of the validators shown, from the consensus
 	// record's stake table; nil without a record.
-	Stakes map[string]uint64 `json:"stakes,omitempty"`
+	Stakes map[string]uint64 `json:"validator_stakes,omitempty"`
 	// LeftOut counts the verdicts of the round's entries that no cell
 	// shows, by reason (Left*).
 	LeftOut map[string]int `json:"left_out"`

@@ -46,10 +46,10 @@ type Options struct {
 
 // Outcome is a written consensus record and the artifacts it names.
 type Outcome struct {
-	Record   Record             `json:"record"`
-	Artifact ocispec.Descriptor `json:"artifact"`
-	Stakes   ocispec.Descriptor `json:"stakes"`
-	Rules    ocispec.Descriptor `json:"rules"`
+	Record   Record         `json:"record"`
+	Artifact cas.Descriptor `json:"artifact"`
+	Stakes   cas.Descriptor `json:"stakes_artifact"`
+	Rules    cas.Descriptor `json:"rules_artifact"`
 }
 
 // Run computes the consensus of a round and writes it to l signed by s: it
@@ -78,30 +78,31 @@ func Run(ctx context.Context, l *cas.Layout, s *bundle.Signer, opts Options) (Ou
 		}
 	}
 	var out Outcome
+	var stakesDesc, rulesDesc ocispec.Descriptor
 	trusted := append([]*bundle.PublicKey{s.Public()}, opts.Trusted...)
 	if stakes != nil {
-		out.Stakes, err = WriteStakes(ctx, l, s, *stakes, opts.Created)
+		stakesDesc, err = WriteStakes(ctx, l, s, *stakes, opts.Created)
 	} else {
-		out.Stakes, err = artifactInput(ctx, l, opts.Source, opts.Stakes.Ref, KindStakes)
+		stakesDesc, err = artifactInput(ctx, l, opts.Source, opts.Stakes.Ref, KindStakes)
 		if err == nil {
-			err = checkInputSigners(ctx, l, out.Stakes, "stake table", trusted)
+			err = checkInputSigners(ctx, l, stakesDesc, "stake table", trusted)
 		}
 	}
 	if err != nil {
 		return Outcome{}, err
 	}
 	if rules != nil {
-		out.Rules, err = WriteRules(ctx, l, s, *rules, opts.Created)
+		rulesDesc, err = WriteRules(ctx, l, s, *rules, opts.Created)
 	} else {
-		out.Rules, err = artifactInput(ctx, l, opts.Source, opts.Rules.Ref, KindRules)
+		rulesDesc, err = artifactInput(ctx, l, opts.Source, opts.Rules.Ref, KindRules)
 		if err == nil {
-			err = checkInputSigners(ctx, l, out.Rules, "rules", trusted)
+			err = checkInputSigners(ctx, l, rulesDesc, "rules", trusted)
 		}
 	}
 	if err != nil {
 		return Outcome{}, err
 	}
-	out.Record, err = Compute(ctx, l, Request{Round: round.Digest, Stakes: out.Stakes.Digest, Rules: out.Rules.Digest, Incumbent: opts.Incumbent})
+	out.Record, err = Compute(ctx, l, Request{Round: round.Digest, Stakes: stakesDesc.Digest, Rules: rulesDesc.Digest, Incumbent: opts.Incumbent})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -110,10 +111,11 @@ func Run(ctx context.Context, l *cas.Layout, s *bundle.Signer, opts Options) (Ou
 		return Outcome{}, err
 	}
 	subject := ri.desc
-	out.Artifact, err = writeRecord(ctx, l, s, out.Record, subject, opts.Created)
+	desc, err := writeRecord(ctx, l, s, out.Record, subject, opts.Created)
 	if err != nil {
 		return Outcome{}, err
 	}
+	out.Artifact, out.Stakes, out.Rules = cas.Descriptor(desc), cas.Descriptor(stakesDesc), cas.Descriptor(rulesDesc)
 	return out, l.Flush()
 }
 
@@ -247,7 +249,7 @@ func Publish(ctx context.Context, l *cas.Layout, dst cas.Store, out Outcome) err
 			return fmt.Errorf("publishing input %s: %w", d, err)
 		}
 	}
-	for _, desc := range []ocispec.Descriptor{out.Stakes, out.Rules, out.Artifact} {
+	for _, desc := range []ocispec.Descriptor{out.Stakes.OCI(), out.Rules.OCI(), out.Artifact.OCI()} {
 		if _, err := cas.Copy(ctx, l, dst, desc, cas.CopyOptions{Referrers: true}); err != nil {
 			return fmt.Errorf("publishing %s: %w", desc.Digest, err)
 		}

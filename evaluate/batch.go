@@ -376,7 +376,7 @@ func decideUnlisted(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batc
 	if err != nil {
 		return Outcome{}, err
 	}
-	out := Outcome{Verdict: v, Artifact: desc, Evidence: []ocispec.Descriptor{}}
+	out := Outcome{Verdict: v, Artifact: cas.Descriptor(desc), Evidence: []cas.Descriptor{}}
 	if _, ok := driver.(numberedDriver); ok {
 		return out, nil // its verdicts name no evidence
 	}
@@ -393,7 +393,7 @@ func decideUnlisted(ctx context.Context, l *cas.Layout, s *bundle.Signer, b Batc
 		if err != nil {
 			return Outcome{}, fmt.Errorf("evidence %s: %w", d, err)
 		}
-		out.Evidence = append(out.Evidence, e)
+		out.Evidence = append(out.Evidence, cas.Descriptor(e))
 	}
 	return out, nil
 }

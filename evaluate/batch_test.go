@@ -80,7 +80,7 @@ func newBatchWorld(t *testing.T) *batchWorld {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cas.Copy(ctx, m.store, v, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
+		if _, err := cas.Copy(ctx, m.store, v, c.Artifact.OCI(), cas.CopyOptions{Referrers: true}); err != nil {
 			t.Fatal(err)
 		}
 		seen := roundtest.At("2026-11-30T10:00:00Z")
@@ -102,12 +102,12 @@ func newBatchWorld(t *testing.T) *batchWorld {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
+		for _, d := range []ocispec.Descriptor{sub, rv.Artifact.OCI()} {
 			if _, err := cas.Copy(ctx, m.store, v, d, cas.CopyOptions{Referrers: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		w.reveals = append(w.reveals, rv.Reveal)
+		w.reveals = append(w.reveals, rv.Artifact.OCI())
 		m.store.Close()
 	}
 	if err := v.Close(); err != nil {

@@ -49,11 +49,11 @@ type Request struct {
 
 // Outcome is a signed verdict and where it is.
 type Outcome struct {
-	Verdict  Verdict            `json:"verdict"`
-	Artifact ocispec.Descriptor `json:"artifact"`
+	Verdict  Verdict        `json:"record"` // the verdict record
+	Artifact cas.Descriptor `json:"artifact"`
 	// Evidence are the artifacts the verdict names beyond the shared inputs
 	// (checkpoints), to publish with it.
-	Evidence []ocispec.Descriptor `json:"evidence"`
+	Evidence []cas.Descriptor `json:"evidence"`
 }
 
 // Evaluate runs a validator's evaluation of one reveal: it collects the round

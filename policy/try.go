@@ -53,7 +53,7 @@ type TryRequest struct {
 	Route        string    `json:"route"`
 	HTTPStatus   int       `json:"http_status"`
 	Failure      *Failure  `json:"failure,omitempty"`
-	Calls        []TryCall `json:"calls"`
+	Calls        []TryCall `json:"model_calls"`
 	CostMicroUSD int64     `json:"cost_micro_usd"`
 	// Answer is the start of what the agent received.
 	Answer string `json:"answer"`

@@ -128,10 +128,10 @@ func (f *roundFixture) honest(s *bundle.Signer, sec Secret, at string) digest.Di
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, ok := f.seen[r.Reveal.Digest]; !ok {
-		f.seen[r.Reveal.Digest] = Seen{Time: at}
+	if _, ok := f.seen[r.Artifact.Digest]; !ok {
+		f.seen[r.Artifact.Digest] = Seen{Time: at}
 	}
-	return r.Reveal.Digest
+	return r.Artifact.Digest
 }
 
 // junkSignature attaches a signature referrer whose bundle is not a Sigstore

@@ -126,10 +126,10 @@ type Secret struct {
 
 // Committed is the outcome of Commit.
 type Committed struct {
-	Commitment string             `json:"commitment"` // the line to publish
-	Artifact   ocispec.Descriptor `json:"artifact"`
-	Submission ocispec.Descriptor `json:"submission"`
-	Round      digest.Digest      `json:"round"`
+	Commitment string         `json:"commitment"` // the line to publish
+	Artifact   cas.Descriptor `json:"artifact"`   // the commitment artifact
+	Submission digest.Digest  `json:"submission"`
+	Round      digest.Digest  `json:"round"`
 }
 
 // Commit packs the submission at path, draws a salt from rand, writes the signed
@@ -166,7 +166,7 @@ func Commit(ctx context.Context, l *cas.Layout, s *bundle.Signer, round ocispec.
 	if err := saveSecret(l, sec); err != nil {
 		return Committed{}, err
 	}
-	return Committed{Commitment: value, Artifact: desc, Submission: sub.Artifact, Round: round.Digest}, nil
+	return Committed{Commitment: value, Artifact: cas.Descriptor(desc), Submission: sub.Artifact.Digest, Round: round.Digest}, nil
 }
 
 func secretsDir(l *cas.Layout) string { return filepath.Join(l.Root(), cas.PrivateDir, "commitments") }
@@ -228,9 +228,9 @@ func LoadSecret(l *cas.Layout, ref string) (Secret, error) {
 
 // Revealed is the outcome of RevealCommitment.
 type Revealed struct {
-	Reveal     ocispec.Descriptor `json:"reveal"`
-	Commitment digest.Digest      `json:"commitment_artifact"`
-	Submission digest.Digest      `json:"submission"`
+	Artifact   cas.Descriptor `json:"artifact"` // the reveal artifact
+	Commitment digest.Digest  `json:"commitment_artifact"`
+	Submission digest.Digest  `json:"submission"`
 }
 
 // RevealCommitment writes the signed reveal (subject: the commitment artifact).
@@ -247,5 +247,5 @@ func RevealCommitment(ctx context.Context, l *cas.Layout, s *bundle.Signer, sec 
 	if err != nil {
 		return Revealed{}, err
 	}
-	return Revealed{Reveal: desc, Commitment: commit.Digest, Submission: sec.Submission}, nil
+	return Revealed{Artifact: cas.Descriptor(desc), Commitment: commit.Digest, Submission: sec.Submission}, nil
 }

@@ -65,7 +65,7 @@ func TestPackSubmissionFormats(t *testing.T) {
 			if p.Content.Type != c.want {
 				t.Fatalf("packed as %q, want %q", p.Content.Type, c.want)
 			}
-			art, err := bundle.Load(ctx, l, p.Artifact)
+			art, err := bundle.Load(ctx, l, p.Artifact.OCI())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestExtractSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	art, err := bundle.Load(ctx, l, p.Artifact)
+	art, err := bundle.Load(ctx, l, p.Artifact.OCI())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestReadRowsIndexVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	art, err := bundle.Load(ctx, l, p.Artifact)
+	art, err := bundle.Load(ctx, l, p.Artifact.OCI())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +204,8 @@ func TestRevealChecksFormat3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secA := f.commitArtifact(alice, pa.Artifact, "2026-11-30T09:00:00Z")
-	art, err := bundle.Load(f.ctx, f.l, pa.Artifact)
+	secA := f.commitArtifact(alice, pa.Artifact.OCI(), "2026-11-30T09:00:00Z")
+	art, err := bundle.Load(f.ctx, f.l, pa.Artifact.OCI())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func newBeaconFixture(t *testing.T, commitUntil, revealUntil string) *beaconFixt
 		t.Fatal(err)
 	}
 	val := signer(t)
-	return &beaconFixture{ctx: ctx, l: l, val: val, task: task, reveal: rv.Reveal,
+	return &beaconFixture{ctx: ctx, l: l, val: val, task: task, reveal: rv.Artifact.OCI(),
 		trusted: []*bundle.PublicKey{owner.Public(), miner.Public(), val.Public()}}
 }
 
@@ -128,7 +128,7 @@ func TestDrandBeacon(t *testing.T) {
 	if seed := scoring.AuditSeed(b.Source, drandRandomness, rv.Commitment, rv.Submission.String()); v.Audit.Seed != scoring.SeedHex(seed) {
 		t.Errorf("seed %s is not derived from the round's randomness", v.Audit.Seed)
 	}
-	res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted)
+	res, err := replay.Run(f.ctx, f.l, out.Artifact.OCI(), f.trusted)
 	if err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
@@ -186,7 +186,7 @@ func TestPlainBeaconIsUnverified(t *testing.T) {
 	if b := out.Verdict.(rollouts.Verdict).Audit.Beacon; b.Verified || b.Drand != nil || b.Value != "0f1e2d" {
 		t.Fatalf("plain beacon recorded as %+v", b)
 	}
-	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact.OCI(), f.trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
 }
@@ -210,7 +210,7 @@ func TestDrandBeaconHeightWindow(t *testing.T) {
 		Options: evaluate.Options{Rollouts: rollouts.Params{Beacon: drandBeacon(drandRound+1, drandSignature)}}}); !errors.Is(err, rollouts.ErrBeacon) {
 		t.Errorf("a later round: %v, want ErrBeacon", err)
 	}
-	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact.OCI(), f.trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
 }
@@ -243,7 +243,7 @@ func TestLateCommitmentVerdict(t *testing.T) {
 	if v := out.Verdict.(rollouts.Verdict); v.Status != rollouts.StatusRejected || v.Reason != protocol.ReasonCommitLate || v.RevealCheck.RevealSeen.Time != "2024-07-24T21:00:00Z" {
 		t.Fatalf("verdict %s %s, reveal seen %+v", v.Status, v.Reason, v.RevealCheck.RevealSeen)
 	}
-	if res, err := replay.Run(f.ctx, f.l, out.Artifact, f.trusted); err != nil || res.Outcome != replay.Identical {
+	if res, err := replay.Run(f.ctx, f.l, out.Artifact.OCI(), f.trusted); err != nil || res.Outcome != replay.Identical {
 		t.Fatalf("replay: %v %+v", err, res)
 	}
 }

@@ -151,7 +151,7 @@ func TestRolloutLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cas.Copy(ctx, m.store, remote, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
+		if _, err := cas.Copy(ctx, m.store, remote, c.Artifact.OCI(), cas.CopyOptions{Referrers: true}); err != nil {
 			t.Fatal(err)
 		}
 		if m.secret, err = protocol.LoadSecret(m.store, c.Commitment); err != nil {
@@ -168,12 +168,12 @@ func TestRolloutLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		sub, _ := m.store.Resolve(ctx, rv.Submission.String())
-		for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
+		for _, d := range []ocispec.Descriptor{sub, rv.Artifact.OCI()} {
 			if _, err := cas.Copy(ctx, m.store, remote, d, cas.CopyOptions{Referrers: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		m.reveal = rv.Reveal
+		m.reveal = rv.Artifact.OCI()
 	}
 
 	beacon := rollouts.Beacon{Source: "drand:test:1", Value: "0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
@@ -230,7 +230,7 @@ func TestRolloutLoop(t *testing.T) {
 				t.Errorf("copier: %s %s", v.Status, v.Reason)
 			}
 		}
-		if _, err := cas.Copy(ctx, validator, remote, out.Artifact, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
+		if _, err := cas.Copy(ctx, validator, remote, out.Artifact.OCI(), cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 			t.Fatal(err)
 		}
 		verdicts = append(verdicts, out.Artifact.Digest)

@@ -42,7 +42,7 @@ const (
 type Capabilities struct {
 	// Root reports that the caller is root; otherwise only its own ids can be
 	// mapped into the sandbox.
-	Root bool `json:"root"`
+	Root bool `json:"as_root"`
 
 	UserNamespace    bool `json:"user_namespace"`
 	MountNamespace   bool `json:"mount_namespace"`
@@ -74,7 +74,7 @@ type Capabilities struct {
 	CPUQuotaCgroup string `json:"cpu_quota_cgroup"`
 
 	// Problems explains, sorted, every mechanism that is missing.
-	Problems []string `json:"problems"`
+	Problems []string `json:"probe_problems"`
 }
 
 // GuaranteeStatus says whether one guarantee holds on this host.

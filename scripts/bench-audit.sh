@@ -71,7 +71,7 @@ mapfile -t VN < <(ev --round round-n | python3 -c '
 import json, sys
 b = json.load(sys.stdin)
 assert b["passed"] == len(b["results"]), b
-for r in b["results"]: print(r["outcome"]["artifact"]["digest"])')
+for r in b["results"]: print(r["result"]["artifact"]["digest"])')
 [ "${#VN[@]}" = "$MINERS" ] || { echo "the round has ${#VN[@]} reveals, want $MINERS" >&2; exit 1; }
 # ms CMD...: wall time of one run in milliseconds.
 ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }; e=$(date +%s%N); echo $(((e - s) / 1000000)); }

@@ -114,7 +114,7 @@ func newDemo(t *testing.T) *demo {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reveals = append(reveals, rv.Reveal)
+		reveals = append(reveals, rv.Artifact.OCI())
 	}
 	beacon := rollouts.Beacon{Source: "drand:simulated:4242", Value: "5f3c2a"}
 	for vi, v := range d.vals[:3] {

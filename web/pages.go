@@ -144,7 +144,7 @@ type BoardPage struct {
 	Trusted []string `json:"trusted_keys"`
 	// Stakes are the shown validators' stakes in the consensus record's
 	// stake table (none without a record).
-	Stakes map[string]uint64 `json:"stakes,omitempty"`
+	Stakes map[string]uint64 `json:"validator_stakes,omitempty"`
 	// Query and Status are the search (part of a miner's fingerprint) and the
 	// status filter (a cell status, or "" for all); Total counts the rows
 	// before filtering.

@@ -130,8 +130,8 @@ func TestScaleRound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seen[c.Artifact.Digest], seen[rv.Reveal.Digest] = commitSeen, revealSeen
-			reveals[i] = rv.Reveal.Digest
+			seen[c.Artifact.Digest], seen[rv.Artifact.Digest] = commitSeen, revealSeen
+			reveals[i] = rv.Artifact.Digest
 		}
 		if err := st.Flush(); err != nil {
 			t.Fatal(err)

@@ -65,7 +65,7 @@ type sampleResult struct {
 	Submission string          `json:"submission"`
 	RowsTotal  int             `json:"rows_total"`
 	SampleSize int             `json:"sample_size"`
-	Rows       []string        `json:"rows"`
+	Rows       []string        `json:"sampled_rows"`
 	Detection  []detection     `json:"detection"`
 }
 

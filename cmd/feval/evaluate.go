@@ -33,7 +33,7 @@ type evaluateResult struct {
 	// without verdicts that failed its checks, or "error".
 	Status  string            `json:"status"`
 	Reason  string            `json:"reason,omitempty"`
-	Outcome *evaluate.Outcome `json:"outcome,omitempty"`
+	Outcome *evaluate.Outcome `json:"result,omitempty"`
 	Entry   *protocol.Entry   `json:"entry,omitempty"` // the reveal check of a rejected reveal without a verdict
 	Error   string            `json:"error,omitempty"`
 	// ExitCode is the code evaluating this reveal alone exits with.
@@ -152,11 +152,11 @@ func evaluateCommand(a *appEnv) *cli.Command {
 					return nil
 				}
 				for _, e := range o.Evidence {
-					if err := publish(ctx, l, dst, e, "evidence"); err != nil {
+					if err := publish(ctx, l, dst, e.OCI(), "evidence"); err != nil {
 						return err
 					}
 				}
-				return publish(ctx, l, dst, o.Artifact, "verdict")
+				return publish(ctx, l, dst, o.Artifact.OCI(), "verdict")
 			}
 			if round == "" && len(rs) == 1 {
 				if err := push(c.Context, rs[0].Outcome); err != nil {

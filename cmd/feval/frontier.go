@@ -12,6 +12,7 @@ import (
 
 	"github.com/feval/feval/consensus"
 	"github.com/feval/feval/scoring"
+	"github.com/opencontainers/go-digest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -23,9 +24,32 @@ type frontierOptions struct {
 	runs     []scoring.Run
 	baseline int64
 	rules    scoring.Rules
-	st       storeOptions
-	tr       trustOptions
-	rem      remoteOptions
+	// round says, with --round, what the round's verdicts left out.
+	round RoundRuns
+	st    storeOptions
+	tr    trustOptions
+	rem   remoteOptions
+}
+
+// RoundRuns is what --json adds with --round: the round, the counts of its
+// verdicts that did not count, by reason, and the runs its verdicts report
+// differently (stderr says the same in words).
+type RoundRuns struct {
+	Round      digest.Digest          `json:"round,omitempty"`
+	LeftOut    map[string]int         `json:"left_out,omitempty"`
+	Reconciled []consensus.Reconciled `json:"reconciled,omitempty"`
+}
+
+// frontierResult is what 'feval frontier --json' prints.
+type frontierResult struct {
+	scoring.FrontierHistory
+	RoundRuns
+}
+
+// emissionResult is what 'feval emission --json' prints.
+type emissionResult struct {
+	scoring.Emission
+	RoundRuns
 }
 
 func (o *frontierOptions) Flags() []cli.Flag {
@@ -93,7 +117,7 @@ func frontierCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			return a.render(out, h, func(w *tabw) { renderFrontier(w, h) })
+			return a.render(out, frontierResult{h, fo.round}, func(w *tabw) { renderFrontier(w, h) })
 		},
 	}
 }
@@ -134,6 +158,7 @@ func (o *frontierOptions) fromVerdicts(c *cli.Context) error {
 		return err
 	}
 	o.runs, o.baseline = res.Runs, res.BaselineMicroNats
+	o.round = RoundRuns{Round: round.Digest, LeftOut: res.LeftOut, Reconciled: res.Reconciled}
 	if n := leftOutTotal(res.LeftOut); n > 0 {
 		fmt.Fprintf(o.stderr, "feval: left out %d of the round's verdicts: %s\n", n, leftOutText(res.LeftOut))
 	}
@@ -215,7 +240,7 @@ func emissionCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			return a.render(out, e, func(w *tabw) { renderEmission(w, e) })
+			return a.render(out, emissionResult{e, fo.round}, func(w *tabw) { renderEmission(w, e) })
 		},
 	}
 }

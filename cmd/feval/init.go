@@ -24,10 +24,13 @@ func initCommand(a *appEnv) *cli.Command {
 			if err := l.Close(); err != nil {
 				return err
 			}
-			res := struct {
-				Store string `json:"store"`
-			}{st.Path}
+			res := initResult{st.Path}
 			return a.render(out, res, func(w *tabw) { w.line("initialised store %s", st.Path) })
 		},
 	}
+}
+
+// initResult is what 'feval init --json' prints.
+type initResult struct {
+	Store string `json:"store"`
 }

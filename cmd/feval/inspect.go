@@ -55,13 +55,13 @@ func signatureFields(ctx context.Context, l *cas.Layout, desc ociDesc, tr *trust
 }
 
 type inspectResult struct {
-	Digest    string               `json:"digest"`
-	Kind      string               `json:"kind"`
-	Subject   *ocispec.Descriptor  `json:"subject,omitempty"`
-	Summary   []web.Field          `json:"summary"`
-	Record    json.RawMessage      `json:"record"`
-	Payloads  []ocispec.Descriptor `json:"payloads"`
-	Referrers []ocispec.Descriptor `json:"referrers"`
+	Digest    string           `json:"digest"`
+	Kind      string           `json:"kind"`
+	Subject   *cas.Descriptor  `json:"subject,omitempty"`
+	Fields    []web.Field      `json:"fields"`
+	Record    json.RawMessage  `json:"record"`
+	Payloads  []cas.Descriptor `json:"payloads"`
+	Referrers []cas.Descriptor `json:"referrers"`
 }
 
 func inspectCommand(a *appEnv) *cli.Command {
@@ -104,19 +104,23 @@ func inspectCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
-			res := inspectResult{Digest: desc.Digest.String(), Kind: art.Kind, Subject: art.Manifest.Subject,
-				Summary: web.Summarize(art.Kind, art.Record), Record: art.Record, Payloads: art.Payloads, Referrers: refs}
+			res := inspectResult{Digest: desc.Digest.String(), Kind: art.Kind,
+				Fields: web.Summarize(art.Kind, art.Record), Record: art.Record,
+				Payloads: cas.Descriptors(art.Payloads), Referrers: cas.Descriptors(refs)}
+			if s := art.Manifest.Subject; s != nil {
+				res.Subject = (*cas.Descriptor)(s)
+			}
 			trust, err := signatureFields(c.Context, l, desc, tr)
 			if err != nil {
 				return err
 			}
 			at := 0
 			if art.Kind == protocol.KindVerdict {
-				at = web.StatusEnd(res.Summary)
+				at = web.StatusEnd(res.Fields)
 			}
-			res.Summary = append(res.Summary[:at], append(trust, res.Summary[at:]...)...)
+			res.Fields = append(res.Fields[:at], append(trust, res.Fields[at:]...)...)
 			if res.Payloads == nil {
-				res.Payloads = []ocispec.Descriptor{}
+				res.Payloads = []cas.Descriptor{}
 			}
 			return a.render(out, res, func(w *tabw) {
 				w.line("digest\t%s", res.Digest)
@@ -124,7 +128,7 @@ func inspectCommand(a *appEnv) *cli.Command {
 				if res.Subject != nil {
 					w.line("subject\t%s", res.Subject.Digest)
 				}
-				for _, f := range res.Summary {
+				for _, f := range res.Fields {
 					w.line("%s\t%s", f.Name, f.Value)
 				}
 				for _, p := range res.Payloads {

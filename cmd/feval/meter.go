@@ -38,7 +38,13 @@ type meterServeResult struct {
 	Replay      bool               `json:"replay"`
 	Summaries   []meter.Summary    `json:"summaries"`
 	Divergences []meter.Divergence `json:"divergences"`
-	Artifacts   *meter.Artifacts   `json:"artifacts,omitempty"`
+	Artifacts   *meterArtifacts    `json:"artifacts,omitempty"`
+}
+
+// meterArtifacts are the signed trace and receipts a recording meter wrote.
+type meterArtifacts struct {
+	Trace    cas.Descriptor `json:"trace_artifact"`
+	Receipts cas.Descriptor `json:"receipts_artifact"`
 }
 
 func meterServeCommand(a *appEnv) *cli.Command {
@@ -218,7 +224,7 @@ func runMeterServe(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptio
 		if err != nil {
 			return res, err
 		}
-		res.Artifacts = &arts
+		res.Artifacts = &meterArtifacts{cas.Descriptor(arts.Trace), cas.Descriptor(arts.Receipts)}
 		if err := l.Flush(); err != nil {
 			return res, err
 		}

@@ -148,6 +148,16 @@ func TestMeterServeRecordAndReplay(t *testing.T) {
 	if !rep.Replay || len(rep.Divergences) != 0 || strings.Join(answers, "\n") != strings.Join(recorded, "\n") {
 		t.Fatalf("replay %+v\nanswers %q\nrecorded %q", rep, answers, recorded)
 	}
+	// What --json prints is what its schema says.
+	for _, res := range []meterServeResult{rec, rep} {
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := checkOutput(schemaDir, []string{"meter", "serve", "--json"}, b); err != nil {
+			t.Error(err)
+		}
+	}
 	if rep.Artifacts.Receipts.Digest != rec.Artifacts.Receipts.Digest || rep.Artifacts.Trace.Digest != rec.Artifacts.Trace.Digest {
 		t.Fatalf("replayed recording differs: %+v vs %+v", rep.Artifacts, rec.Artifacts)
 	}

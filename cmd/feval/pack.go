@@ -84,7 +84,7 @@ func runPack(ctx context.Context, a *appEnv, st *storeOptions, k *keyOptions, pa
 		return res, err
 	}
 	if tag != "" {
-		if err := l.Tag(ctx, res.Artifact, tag); err != nil {
+		if err := l.Tag(ctx, res.Artifact.OCI(), tag); err != nil {
 			return res, err
 		}
 	}

@@ -34,6 +34,9 @@ func TestPolicyTry(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", c.pack, code, errb.String())
 		}
+		if _, err := checkOutput(schemaDir, []string{"policy", "try", "--json"}, out.Bytes()); err != nil {
+			t.Error(err)
+		}
 		var res policy.TryResult
 		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 			t.Fatalf("%s: %v: %s", c.pack, err, out.String())

@@ -163,7 +163,7 @@ func taskCommand(a *appEnv) *cli.Command {
 				if err := tagAndClose(c.Context, l, desc, c.String("tag")); err != nil {
 					return err
 				}
-				return a.render(out, desc, func(w *tabw) { w.line("%s", desc.Digest) })
+				return a.render(out, cas.Descriptor(desc), func(w *tabw) { w.line("%s", desc.Digest) })
 			},
 		}},
 	}
@@ -224,7 +224,7 @@ func roundCommand(a *appEnv) *cli.Command {
 				if err := tagAndClose(c.Context, l, desc, c.String("tag")); err != nil {
 					return err
 				}
-				return a.render(out, desc, func(w *tabw) { w.line("%s", desc.Digest) })
+				return a.render(out, cas.Descriptor(desc), func(w *tabw) { w.line("%s", desc.Digest) })
 			},
 		}},
 	}
@@ -296,7 +296,7 @@ func commitCommand(a *appEnv) *cli.Command {
 				return err
 			}
 			if dst != nil {
-				if err := publish(c.Context, l, dst, res.Artifact, "commitment"); err != nil {
+				if err := publish(c.Context, l, dst, res.Artifact.OCI(), "commitment"); err != nil {
 					return err
 				}
 			}
@@ -363,11 +363,11 @@ func revealCommand(a *appEnv) *cli.Command {
 				if _, err := cas.Copy(c.Context, l, dst, sub, cas.CopyOptions{Referrers: true}); err != nil {
 					return fmt.Errorf("pushing submission: %w", err)
 				}
-				if err := publish(c.Context, l, dst, res.Reveal, "reveal"); err != nil {
+				if err := publish(c.Context, l, dst, res.Artifact.OCI(), "reveal"); err != nil {
 					return err
 				}
 			}
-			return a.render(out, res, func(w *tabw) { w.line("%s", res.Reveal.Digest) })
+			return a.render(out, res, func(w *tabw) { w.line("%s", res.Artifact.Digest) })
 		},
 	}
 }

@@ -80,7 +80,7 @@ func recordCommand(a *appEnv) *cli.Command {
 			if err := l.Close(); err != nil {
 				return err
 			}
-			return a.render(out, desc, func(w *tabw) { w.line("%s", desc.Digest) })
+			return a.render(out, cas.Descriptor(desc), func(w *tabw) { w.line("%s", desc.Digest) })
 		},
 	}
 }

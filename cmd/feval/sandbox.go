@@ -134,6 +134,8 @@ func sandboxRunCommand(a *appEnv) *cli.Command {
 			if err != nil && !errors.Is(err, sandbox.ErrUnavailable) && res.Class == "" {
 				return err
 			}
+			// Captured output is always a (base64) string, empty when nothing came.
+			res.Stdout, res.Stderr = append([]byte{}, res.Stdout...), append([]byte{}, res.Stderr...)
 			if rerr := a.render(out, res, func(w *tabw) {
 				w.line("class\t%s", res.Class)
 				if res.Detail != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"feval": func() {
 			sandbox.InitIfChild()
-			os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+			os.Exit(runChecked(os.Args))
 		},
 	})
 }
@@ -40,6 +41,14 @@ func TestScripts(t *testing.T) {
 		testenv.Tool(t, tool)
 	}
 	sandboxInit := buildSandboxInit(t)
+	// Every --json output of every script is checked against its schema.
+	schemas, err := filepath.Abs(schemaDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := t.TempDir()
+	run := flag.Lookup("test.run").Value.String()
+	t.Cleanup(func() { reportSchemaChecks(t, logs, run == "" || run == "TestScripts") })
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata",
 		RequireExplicitExec: true,
@@ -59,6 +68,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("FEVAL_KEY", filepath.Join(env.WorkDir, "keys", "me.key"))
 			env.Setenv("FEVAL_PASSWORD", "script-password")
 			env.Setenv(sandbox.InitEnv, sandboxInit)
+			env.Setenv(schemaEnv, schemas+string(os.PathListSeparator)+logs)
 			// bin/ goes last: "feval" must be this test binary, not a built copy.
 			env.Setenv("PATH", env.Getenv("PATH")+string(os.PathListSeparator)+bin)
 			return nil

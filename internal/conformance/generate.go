@@ -274,7 +274,7 @@ func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.
 		if err != nil {
 			return nil, err
 		}
-		f.reveals[m.name] = rv.Reveal
+		f.reveals[m.name] = rv.Artifact.OCI()
 	}
 	return f, work.Flush()
 }
@@ -356,7 +356,7 @@ func (f *family) forge(out evaluate.Outcome, mut func(v *rollouts.Verdict)) (oci
 		return ocispec.Descriptor{}, err
 	}
 	mut(&v)
-	art, err := bundle.Load(f.g.ctx, f.work, out.Artifact)
+	art, err := bundle.Load(f.g.ctx, f.work, out.Artifact.OCI())
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}

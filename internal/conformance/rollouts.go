@@ -94,7 +94,7 @@ func (g *generator) rollouts() error {
 			return fmt.Errorf("%s: verdict is %s (%s), the vector needs %s", gd.name, rv(out).Status, rv(out).Reason, gd.status)
 		}
 		outs[gd.name] = out
-		vs, err := f.extract(gd.name, out.Artifact, true)
+		vs, err := f.extract(gd.name, out.Artifact.OCI(), true)
 		if err != nil {
 			return err
 		}
@@ -182,7 +182,7 @@ func (g *generator) rollouts() error {
 	}
 	// The record is right, but the manifest hangs it on another subject.
 	{
-		art, err := bundle.Load(g.ctx, f.work, passed.Artifact)
+		art, err := bundle.Load(g.ctx, f.work, passed.Artifact.OCI())
 		if err != nil {
 			return err
 		}
@@ -241,10 +241,10 @@ func (g *generator) rollouts() error {
 		}
 	}
 
-	if err := g.signatureVectors(f, passed.Artifact); err != nil {
+	if err := g.signatureVectors(f, passed.Artifact.OCI()); err != nil {
 		return err
 	}
-	if err := g.digestVectors(f, passed.Artifact, full.Artifact); err != nil {
+	if err := g.digestVectors(f, passed.Artifact.OCI(), full.Artifact.OCI()); err != nil {
 		return err
 	}
 
@@ -263,7 +263,7 @@ func (g *generator) rollouts() error {
 	if rv(out).Status != rollouts.StatusInfraError {
 		return fmt.Errorf("rollouts-infra-error: verdict is %s", rv(out).Status)
 	}
-	vs, err := f3.extract("rollouts-infra-error", out.Artifact, true)
+	vs, err := f3.extract("rollouts-infra-error", out.Artifact.OCI(), true)
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (g *generator) rollouts() error {
 	if out, err = f4.evaluate(honest.name, drand, false); err != nil {
 		return err
 	}
-	if vs, err = f4.extract("rollouts-height-window", out.Artifact, true); err != nil {
+	if vs, err = f4.extract("rollouts-height-window", out.Artifact.OCI(), true); err != nil {
 		return err
 	}
 	if err := g.finish(vs, Vector{Name: "rollouts-height-window", Description: "block-height windows: readings with heights, the drand round the first after the reveal was first seen",
@@ -299,7 +299,7 @@ func (g *generator) rollouts() error {
 	if err != nil {
 		return err
 	}
-	vs, err = f2.extract("sampling-all-rows", out.Artifact, true)
+	vs, err = f2.extract("sampling-all-rows", out.Artifact.OCI(), true)
 	if err != nil {
 		return err
 	}

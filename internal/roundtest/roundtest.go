@@ -65,7 +65,7 @@ func Submit(t testing.TB, ctx context.Context, validator *cas.Layout, round ocis
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cas.Copy(ctx, miner, validator, c.Artifact, cas.CopyOptions{Referrers: true}); err != nil {
+	if _, err := cas.Copy(ctx, miner, validator, c.Artifact.OCI(), cas.CopyOptions{Referrers: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := protocol.Collect(ctx, validator, validator, round, seen); err != nil {
@@ -83,12 +83,12 @@ func Submit(t testing.TB, ctx context.Context, validator *cas.Layout, round ocis
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []ocispec.Descriptor{sub, rv.Reveal} {
+	for _, d := range []ocispec.Descriptor{sub, rv.Artifact.OCI()} {
 		if _, err := cas.Copy(ctx, miner, validator, d, cas.CopyOptions{Referrers: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return rv.Reveal
+	return rv.Artifact.OCI()
 }
 
 var verdictSchemas = sync.OnceValues(func() (*jsonschema.Set, error) { return jsonschema.Load(schemas.FS) })

@@ -162,7 +162,7 @@ func (w *world) evaluate(reveal ocispec.Descriptor, opts evaluate.Options) (opti
 		t.Fatalf("an optimizer round gave a %T", out.Verdict)
 	}
 	roundtest.MatchesSchema(t, "verdict-optimizer.schema.json", v)
-	return v, out.Artifact
+	return v, out.Artifact.OCI()
 }
 
 // testBeacon is the round's beacon in these tests: a plain one, recorded as

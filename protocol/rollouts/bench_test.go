@@ -166,9 +166,9 @@ func decideFixture(b *testing.B) (*cas.Layout, rollouts.Refs, rollouts.Refs, rol
 	if layered.Content.Type != protocol.ContentTypeRollouts {
 		b.Fatalf("honest submission packed as %q, not in format 3", layered.Content.Type)
 	}
-	refs := rollouts.Refs{Task: task.Digest, Submission: sub.Artifact, Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
+	refs := rollouts.Refs{Task: task.Digest, Submission: sub.Artifact.OCI(), Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
 	xrefs, lrefs := refs, refs
-	xrefs.Submission = indexed.Artifact
-	lrefs.Submission = layered.Artifact
+	xrefs.Submission = indexed.Artifact.OCI()
+	lrefs.Submission = layered.Artifact.OCI()
 	return l, refs, xrefs, lrefs
 }

@@ -67,7 +67,7 @@ func (e *indexedEnv) pack(t *testing.T, name string, write func(dir string) erro
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rollouts.Refs{Task: e.task, Submission: sub.Artifact, Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
+	return rollouts.Refs{Task: e.task, Submission: sub.Artifact.OCI(), Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
 }
 
 func (e *indexedEnv) decide(t *testing.T, refs rollouts.Refs, full bool) rollouts.Verdict {

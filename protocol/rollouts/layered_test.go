@@ -34,7 +34,7 @@ func (e *indexedEnv) packLayered(t *testing.T, name string, write func(dir strin
 	if sub.Content.Type != protocol.ContentTypeRollouts {
 		t.Fatalf("%s packed as %q, not in format 3", name, sub.Content.Type)
 	}
-	return rollouts.Refs{Task: e.task, Submission: sub.Artifact, Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
+	return rollouts.Refs{Task: e.task, Submission: sub.Artifact.OCI(), Round: ocispec.Descriptor{Digest: digest.FromString("r")}}
 }
 
 // writeLayered stores a format-3 submission whose index and rows layer are

@@ -42,7 +42,7 @@ func BenchmarkTwentyScenarios(b *testing.B) {
 		if out.Verdict.Head().Status != protocol.VerdictPassed {
 			b.Fatalf("verdict %s", out.Verdict.Head().Status)
 		}
-		res, err := replay.RunWith(w.ctx, w.validator, out.Artifact, w.trusted(), w.options())
+		res, err := replay.RunWith(w.ctx, w.validator, out.Artifact.OCI(), w.trusted(), w.options())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func BenchmarkTwentyScenarios(b *testing.B) {
 		// changes nothing in the verdict and no upstream limits it.
 		wide := w.options()
 		wide.Scenarios.Parallel = 4
-		res, err = replay.RunWith(w.ctx, w.validator, out.Artifact, w.trusted(), wide)
+		res, err = replay.RunWith(w.ctx, w.validator, out.Artifact.OCI(), w.trusted(), wide)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func BenchmarkTwentyScenarios(b *testing.B) {
 			b.Fatalf("replay %s: %+v", res.Outcome, res.Diffs)
 		}
 		// Only the verifiers, one scenario at a time: their share of a replay.
-		res, err = replay.RunWith(w.ctx, w.validator, out.Artifact, w.trusted(), evaluate.Options{VerifyOnly: true})
+		res, err = replay.RunWith(w.ctx, w.validator, out.Artifact.OCI(), w.trusted(), evaluate.Options{VerifyOnly: true})
 		if err != nil || res.Outcome != replay.Identical {
 			b.Fatalf("verify-only replay: %v %+v", err, res.Diffs)
 		}

@@ -51,7 +51,7 @@ func TestPackForms(t *testing.T) {
 			}
 		}
 		if name == "py-session" {
-			res, err := replay.RunWith(w.ctx, w.validator, out.Artifact, w.trusted(), w.options())
+			res, err := replay.RunWith(w.ctx, w.validator, out.Artifact.OCI(), w.trusted(), w.options())
 			if err != nil {
 				t.Fatal(err)
 			}

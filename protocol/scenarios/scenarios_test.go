@@ -60,7 +60,7 @@ func TestGoodAndPoorPolicies(t *testing.T) {
 	}
 
 	calls := w.up.Calls()
-	res, err := replay.RunWith(w.ctx, w.validator, strongOut.Artifact, w.trusted(), w.options())
+	res, err := replay.RunWith(w.ctx, w.validator, strongOut.Artifact.OCI(), w.trusted(), w.options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestFailuresStayInTheirScenario(t *testing.T) {
 	ropts.Scenarios.Policy = func(ctx context.Context, pack fs.FS, models []string) (scenarios.Policy, error) {
 		return scenarios.SingleModelPolicy(ctx, fstest.MapFS{"policy.json": {Data: []byte(`{"routes":[{"name":"default","steps":[{"model":"glm-4.5"}]}]}`)}}, models)
 	}
-	res, err := replay.RunWith(w.ctx, w.validator, out.Artifact, w.trusted(), ropts)
+	res, err := replay.RunWith(w.ctx, w.validator, out.Artifact.OCI(), w.trusted(), ropts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,10 @@ func TestTwentyScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := []ocispec.Descriptor{w.task, w.round, reveal, sub, w.hidden}
-	published = append(append(published, out.Evidence...), out.Artifact)
+	for _, e := range out.Evidence {
+		published = append(published, e.OCI())
+	}
+	published = append(published, out.Artifact.OCI())
 	for _, d := range published {
 		if _, err := cas.Copy(w.ctx, w.validator, remote, d, cas.CopyOptions{Subjects: true, Referrers: true}); err != nil {
 			t.Fatal(err)
@@ -67,12 +70,12 @@ func TestTwentyScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replay.Fetch(w.ctx, remote, auditor, out.Artifact); err != nil {
+	if err := replay.Fetch(w.ctx, remote, auditor, out.Artifact.OCI()); err != nil {
 		t.Fatal(err)
 	}
 	calls := w.up.Calls()
 	for _, opts := range []evaluate.Options{w.options(), {VerifyOnly: true}} {
-		res, err := replay.RunWith(w.ctx, auditor, out.Artifact, w.trusted(), opts)
+		res, err := replay.RunWith(w.ctx, auditor, out.Artifact.OCI(), w.trusted(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}

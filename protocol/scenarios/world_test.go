@@ -114,7 +114,7 @@ func newWorld(t testing.TB, cfg scenariotask.Config) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.hidden = packed.Artifact
+	w.hidden = packed.Artifact.OCI()
 	return w
 }
 
