@@ -65,13 +65,13 @@ func LoadArtifact(ctx context.Context, st cas.Store, desc ocispec.Descriptor, li
 	if err != nil {
 		return nil, err
 	}
-	tokenizer, err := read(TokenizerFile, int64(lim.MaxTokenizerBytes))
-	if err != nil {
+	// The configuration first: one out of bounds is refused before the
+	// files it sizes are read.
+	if _, err := ParseConfig(config, lim); err != nil {
 		return nil, err
 	}
-	// Dimensions first: a configuration out of bounds is refused before the
-	// weights it sizes are read.
-	if _, err := ParseConfig(config, lim); err != nil {
+	tokenizer, err := read(TokenizerFile, int64(lim.MaxTokenizerBytes))
+	if err != nil {
 		return nil, err
 	}
 	weights, err := read(WeightsFile, lim.MaxWeightsBytes)

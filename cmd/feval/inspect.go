@@ -92,6 +92,12 @@ func inspectCommand(a *appEnv) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if desc.ArtifactType == bundle.ArtifactTypeModelManifest {
+				if c.Bool("record") {
+					return usagef("%s is a model artifact, which has no record: inspect it without --record", desc.Digest)
+				}
+				return a.inspectModel(c.Context, out, l, desc, tr)
+			}
 			art, err := bundle.Load(c.Context, l, desc)
 			if err != nil {
 				return err

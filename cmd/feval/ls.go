@@ -42,8 +42,11 @@ func lsCommand(a *appEnv) *cli.Command {
 			res := []lsEntry{}
 			for _, m := range l.Manifests() {
 				kind := bundle.KindOf(m.ArtifactType)
-				if m.ArtifactType == bundle.MediaTypeSigstoreBundle {
+				switch m.ArtifactType {
+				case bundle.MediaTypeSigstoreBundle:
 					kind = "(signature)"
+				case bundle.ArtifactTypeModelManifest:
+					kind = modelKind(c.Context, l, m)
 				}
 				if (kind == "" || kind == "(signature)") && !c.Bool("all") {
 					continue

@@ -81,6 +81,7 @@ func TestScripts(t *testing.T) {
 			"salt-pushed":     cmdSaltPushed,
 			"genrollouts":     cmdGenRollouts,
 			"genoptask":       cmdGenOptask,
+			"gentinymodel":    cmdGenTinyModel,
 			"genscentask":     cmdGenScentask,
 			"fixtureupstream": cmdFixtureUpstream,
 			"sameboard":       cmdSameBoard,
