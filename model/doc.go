@@ -17,4 +17,25 @@
 //
 // docs/FORMAT.md, "Rollouts models", states the same for other
 // implementations.
+//
+// # The forward pass
+//
+// State.Step runs one token of a sequence through the Qwen3 architecture in
+// float32 on the CPU, with a key/value cache: RMSNorm, rotary embeddings
+// (rotate-half), grouped-query attention with q and k normed per head over
+// head_dim after the projection and before the rotation (v is not normed),
+// SwiGLU, tied or untied output embeddings. testdata/qwen3_torch.py is the
+// same pass in plain torch; TestTorchCrossCheck holds the two within
+// TorchTolerance on generated models.
+//
+// The pass is deterministic to the bit across runs, processes and platforms:
+// one goroutine per sequence, every sum in a fixed order (dot products in four
+// interleaved float32 partial sums added as (s0+s1)+(s2+s3), then the tail in
+// order; every other sum sequentially), every product that feeds a sum
+// converted to its type explicitly so that no compiler may fuse it into a
+// multiply-add (the Go specification's rule), and exp and log computed here
+// from additions, multiplications and divisions alone rather than by math.Exp
+// and math.Log, which have per-architecture assembly. math.Sqrt is correctly
+// rounded everywhere; math.Sin and math.Cos are the portable Go
+// implementations on amd64 and arm64.
 package model

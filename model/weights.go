@@ -17,6 +17,7 @@ type Model struct {
 	Config    Config
 	Tokenizer *Tokenizer
 	Tensors   map[string][]float32
+	run       runtime // the forward pass's view of Tensors
 }
 
 // TensorNames returns the tensors a model of config c has, with their
@@ -89,7 +90,9 @@ func Load(config, tokenizer, weights []byte, lim Limits) (*Model, error) {
 			return nil, modelErr("%s: tensor %q is missing", WeightsFile, name)
 		}
 	}
-	return &Model{Config: c, Tokenizer: tok, Tensors: got}, nil
+	m := &Model{Config: c, Tokenizer: tok, Tensors: got}
+	m.run = newRuntime(c, got)
+	return m, nil
 }
 
 // floats widens a tensor's elements to float32 and refuses non-finite values.

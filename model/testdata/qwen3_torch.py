@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""The Qwen3 forward pass in plain torch (no transformers), the cross-check of
+feval's reference runtime (package model). Reads one JSON request on stdin,
+{"dir": MODEL_DIR, "rows": [[token ids], ...]}, runs each row teacher-forced
+in float32 on one thread, and prints {"rows": [[[logits at position 0], ...],
+...]}: the next-token logits after every token of every row.
+"""
+import json
+import struct
+import sys
+
+import torch
+
+torch.set_num_threads(1)
+DT = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    data = bytearray(b[8 + n:])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = e["data_offsets"]
+        t = torch.frombuffer(data[lo:hi], dtype=DT[e["dtype"]]).reshape(e["shape"])
+        out[name] = t.to(torch.float32)
+    return out
+
+
+class Qwen3:
+    def __init__(self, d):
+        self.c = json.load(open(d + "/config.json"))
+        self.w = load_safetensors(d + "/model.safetensors")
+        c = self.c
+        self.hd = c["head_dim"]
+        self.eps = c["rms_norm_eps"]
+        self.inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
+        self.lm = self.w["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else self.w["lm_head.weight"]
+
+    def rms(self, x, w):
+        v = x.pow(2).mean(-1, keepdim=True)
+        return w * (x * torch.rsqrt(v + self.eps))
+
+    def rope(self, x, pos):
+        freqs = torch.outer(pos.float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), -1)
+        cos, sin = emb.cos(), emb.sin()
+        half = x.shape[-1] // 2
+        rot = torch.cat((-x[..., half:], x[..., :half]), -1)
+        return x * cos[:, None, :] + rot * sin[:, None, :]
+
+    def layer(self, i, x, pos):
+        c, w, hd = self.c, self.w, self.hd
+        p = "model.layers.%d." % i
+        T = x.shape[0]
+        h = self.rms(x, w[p + "input_layernorm.weight"])
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).view(T, c["num_attention_heads"], hd)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).view(T, c["num_key_value_heads"], hd)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(T, c["num_key_value_heads"], hd)
+        # q and k are normed per head over head_dim, after the projection and
+        # before the rotation; v is not normed.
+        q = self.rope(self.rms(q, w[p + "self_attn.q_norm.weight"]), pos)
+        k = self.rope(self.rms(k, w[p + "self_attn.k_norm.weight"]), pos)
+        g = c["num_attention_heads"] // c["num_key_value_heads"]
+        K = k.repeat_interleave(g, 1).transpose(0, 1)
+        V = v.repeat_interleave(g, 1).transpose(0, 1)
+        Q = q.transpose(0, 1)
+        s = (Q @ K.transpose(1, 2)) * (hd ** -0.5)
+        mask = torch.full((T, T), float("-inf")).triu(1)
+        a = torch.softmax(s + mask, -1, dtype=torch.float32) @ V
+        a = a.transpose(0, 1).reshape(T, -1)
+        x = x + a @ w[p + "self_attn.o_proj.weight"].T
+        h = self.rms(x, w[p + "post_attention_layernorm.weight"])
+        m = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
+        return x + m @ w[p + "mlp.down_proj.weight"].T
+
+    def forward(self, ids):
+        pos = torch.arange(0, len(ids))
+        x = self.w["model.embed_tokens.weight"][torch.tensor(ids)]
+        for i in range(self.c["num_hidden_layers"]):
+            x = self.layer(i, x, pos)
+        return self.rms(x, self.w["model.norm.weight"]) @ self.lm.T
+
+
+def main():
+    req = json.load(sys.stdin)
+    m = Qwen3(req["dir"])
+    with torch.no_grad():
+        rows = [m.forward(ids).tolist() for ids in req["rows"]]
+    json.dump({"rows": rows}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
