@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
+
+	"github.com/feval/feval/internal/strictjson"
 )
 
 // Files of a model directory.
@@ -204,35 +205,15 @@ func intValue(raw json.RawMessage) (int, bool) {
 	return v, true
 }
 
-// objectKeys splits one JSON object into its members, refusing duplicate
-// keys and anything after the object.
+// objectKeys splits one JSON object into its members under feval's strict
+// decoding (no name twice, nothing after the object).
 func objectKeys(b []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	out := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := tok.(string)
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("key %q appears twice", k)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		out[k] = raw
-	}
-	if _, err := dec.Token(); err != nil {
+	var out map[string]json.RawMessage
+	if err := strictjson.Decode(b, &out); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the object")
+	if out == nil {
+		return nil, errors.New("not a JSON object")
 	}
 	return out, nil
 }

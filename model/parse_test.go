@@ -144,6 +144,10 @@ func TestParseTokenizerRefuses(t *testing.T) {
 			m["added_tokens"] = append(m["added_tokens"].([]any), m["added_tokens"].([]any)[0])
 		}),
 		"not json": []byte("{"),
+		// A vocabulary string listed twice (here with the same id, which
+		// only the strict decoding refuses; with two ids, parsers keeping
+		// the first or the last would disagree).
+		"duplicate name": []byte(strings.Replace(string(f.Tokenizer), `"vocab": {`, `"vocab": {"A": 65,`, 1)),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {

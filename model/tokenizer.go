@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/feval/feval/internal/strictjson"
 )
 
 // Pre-tokenizer splits a Tokenizer implements (tokenizer.json's pre_tokenizer).
@@ -117,6 +119,12 @@ type preTokenizerJSON struct {
 func ParseTokenizer(b []byte, vocabSize int, lim Limits) (*Tokenizer, error) {
 	if len(b) > lim.MaxTokenizerBytes {
 		return nil, modelErr("tokenizer.json has %d bytes, over %d", len(b), lim.MaxTokenizerBytes)
+	}
+	// No name twice anywhere (two ids for one vocabulary string would be read
+	// differently by different parsers); then the members this reader uses.
+	var raw json.RawMessage
+	if err := strictjson.Decode(b, &raw); err != nil {
+		return nil, modelErr("tokenizer.json: %v", err)
 	}
 	var tj tokenizerJSON
 	if err := json.Unmarshal(b, &tj); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/feval/feval/model/safetensors"
 )
@@ -76,7 +77,7 @@ func Load(config, tokenizer, weights []byte, lim Limits) (*Model, error) {
 		if !ok {
 			return nil, modelErr("%s: tensor %q is not part of a qwen3 model of this configuration", WeightsFile, e.Name)
 		}
-		if fmt.Sprint(shape) != fmt.Sprint(e.Shape) {
+		if !slices.Equal(shape, e.Shape) {
 			return nil, modelErr("%s: tensor %q has shape %v, the configuration needs %v", WeightsFile, e.Name, e.Shape, shape)
 		}
 		f, err := floats(e, data[e.Begin:e.End])

@@ -80,34 +80,3 @@ func TestFirstDifference(t *testing.T) {
 		t.Fatalf("got %s[%d] %t %v, want a[1]", name, elem, differs, err)
 	}
 }
-
-// FuzzParseHeader: no input makes the parser panic or hang, and every header
-// it accepts describes tensors that lie inside the file and tile its data.
-func FuzzParseHeader(f *testing.F) {
-	f.Add(build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, f32s(1, 2)))
-	f.Add(build(`{"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[1,3],"data_offsets":[0,6]}}`, make([]byte, 6)))
-	f.Add(build(`{}`, nil))
-	f.Add([]byte{0x80, 0x04})
-	f.Add(build(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		es, err := ParseHeader(b)
-		if err != nil {
-			if !errors.Is(err, ErrCheckpoint) {
-				t.Fatalf("an error that is not ErrCheckpoint: %v", err)
-			}
-			return
-		}
-		n := int64(binary.LittleEndian.Uint64(b[:8]))
-		data := int64(len(b)) - 8 - n
-		var total int64
-		for _, e := range es {
-			if e.Begin < 0 || e.End > data || e.End < e.Begin {
-				t.Fatalf("accepted %s at [%d,%d) outside %d data bytes", e.Name, e.Begin, e.End, data)
-			}
-			total += e.End - e.Begin
-		}
-		if total != data {
-			t.Fatalf("accepted tensors cover %d of %d bytes", total, data)
-		}
-	})
-}
