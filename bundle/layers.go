@@ -48,6 +48,6 @@ func PackLayersSigner(ctx context.Context, l *cas.Layout, signer func() (*Signer
 	if err != nil {
 		return Packed{}, err
 	}
-	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: layers, Created: opts.Created}
+	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: layers, Subject: opts.Subject, Created: opts.Created}
 	return stage.publishSigned(ctx, s, a, c)
 }

@@ -33,6 +33,10 @@ type PackOptions struct {
 	// Progress receives the bytes packed; nil means the context's
 	// (cas.WithProgress).
 	Progress cas.Progress
+	// Subject, when set, is the artifact's subject: a manifest already in
+	// the layout that the packed artifact is about (a rollouts submission's
+	// model). A copy with CopyOptions.Subjects brings it along.
+	Subject *ocispec.Descriptor
 }
 
 // Packed is the outcome of PackPath.
@@ -89,7 +93,7 @@ func PackPathSigner(ctx context.Context, l *cas.Layout, signer func() (*Signer, 
 	}
 	c.Digest = digest.Digest(layer.Annotations[AnnotationContentDigest])
 	fmt.Sscan(layer.Annotations[AnnotationContentSize], &c.Size)
-	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: []ocispec.Descriptor{layer}, Created: opts.Created}
+	a := Artifact{Kind: opts.Kind, Record: ContentRecord{Content: c}, Layers: []ocispec.Descriptor{layer}, Subject: opts.Subject, Created: opts.Created}
 	return stage.publishSigned(ctx, s, a, c)
 }
 

@@ -215,7 +215,11 @@ func Gather(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.Des
 		if err != nil {
 			return fmt.Errorf("gathering submission %s: %w", rv.Submission, err)
 		}
-		if _, err := cas.Copy(ctx, src, l, sub, cas.CopyOptions{Referrers: true}); err != nil {
+		err = protocol.CopySubmission(ctx, src, l, sub)
+		if errors.Is(err, cas.ErrNotFound) {
+			continue // not whole at the source: missing, as above
+		}
+		if err != nil {
 			return fmt.Errorf("gathering submission %s: %w", rv.Submission, err)
 		}
 	}

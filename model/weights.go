@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/feval/feval/model/safetensors"
+	"github.com/opencontainers/go-digest"
 )
 
 // WeightLimits bound a weights file's header.
@@ -17,8 +18,11 @@ var WeightLimits = safetensors.Limits{MaxHeaderBytes: 16 << 20, MaxTensors: 1 <<
 type Model struct {
 	Config    Config
 	Tokenizer *Tokenizer
-	Tensors   map[string][]float32
-	run       runtime // the forward pass's view of Tensors
+	// TokenizerDigest is the SHA-256 digest of tokenizer.json's bytes: a
+	// task names the tokenizer its prompts are encoded with by it.
+	TokenizerDigest digest.Digest
+	Tensors         map[string][]float32
+	run             runtime // the forward pass's view of Tensors
 }
 
 // TensorNames returns the tensors a model of config c has, with their
@@ -91,7 +95,7 @@ func Load(config, tokenizer, weights []byte, lim Limits) (*Model, error) {
 			return nil, modelErr("%s: tensor %q is missing", WeightsFile, name)
 		}
 	}
-	m := &Model{Config: c, Tokenizer: tok, Tensors: got}
+	m := &Model{Config: c, Tokenizer: tok, TokenizerDigest: digest.FromBytes(tokenizer), Tensors: got}
 	m.run = newRuntime(c, got)
 	return m, nil
 }

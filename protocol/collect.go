@@ -58,7 +58,11 @@ func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.De
 			if err != nil {
 				return nil, err
 			}
-			if _, err := cas.Copy(ctx, src, l, sd, cas.CopyOptions{Referrers: true}); err != nil {
+			err = CopySubmission(ctx, src, l, sd)
+			if errors.Is(err, cas.ErrNotFound) {
+				continue // not whole at the source (its model is missing): reported as submission_missing
+			}
+			if err != nil {
 				return nil, fmt.Errorf("collecting submission %s: %w", rv.Submission, err)
 			}
 		}
@@ -67,6 +71,16 @@ func Collect(ctx context.Context, src cas.Store, l *cas.Layout, round ocispec.De
 		return nil, err
 	}
 	return Observe(l, observed, obs)
+}
+
+// CopySubmission copies a submission from src to dst with its signatures and
+// its subject, if it has one (a rollouts submission's model), with the
+// subject's signatures. A submission is whole only with its subject: one
+// whose subject is not at src is not copied, and the error wraps
+// cas.ErrNotFound as for a missing submission.
+func CopySubmission(ctx context.Context, src, dst cas.Store, desc ocispec.Descriptor) error {
+	_, err := cas.Copy(ctx, src, dst, desc, cas.CopyOptions{Referrers: true, Subjects: true})
+	return err
 }
 
 // Preview returns what Collect from the layout itself would return (the

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing/fstest"
 	"time"
@@ -50,7 +51,20 @@ func PackSubmission(ctx context.Context, l *cas.Layout, s *bundle.Signer, path s
 // is packed as bundle.PackPathSigner packs it (a tree): formats 1 and 2, and
 // submissions of other protocols. The artifact is published only once
 // signed, as with PackPathSigner.
+//
+// A rollouts submission whose model_revision is the digest of a model
+// artifact in the layout gets that model as its subject, so the submission's
+// digest binds the model and a copy of the submission brings it along
+// (CopySubmission); a model_revision that names something else in the layout
+// is refused (ErrModelRevision).
 func PackSubmissionSigner(ctx context.Context, l *cas.Layout, signer func() (*bundle.Signer, error), path string, opts bundle.PackOptions) (bundle.Packed, error) {
+	if opts.Subject == nil {
+		subj, err := ModelSubject(ctx, l, path)
+		if err != nil {
+			return bundle.Packed{}, err
+		}
+		opts.Subject = subj
+	}
 	rowsPath, rows, index, ok := indexableSubmission(path)
 	if !ok {
 		return bundle.PackPathSigner(ctx, l, signer, path, opts)
@@ -73,6 +87,42 @@ func PackSubmissionSigner(ctx context.Context, l *cas.Layout, signer func() (*bu
 		prog.Add(int64(len(rows) + len(index)))
 		return []ocispec.Descriptor{ix, rl}, bundle.Content{Type: ContentTypeRollouts, Digest: ix.Digest, Size: ix.Size}, nil
 	})
+}
+
+// ErrModelRevision reports a rollouts submission whose model_revision is the
+// digest of an artifact in the store that is not a model artifact.
+var ErrModelRevision = errors.New("model_revision is not a model artifact")
+
+// ModelSubject returns the subject a rollouts submission directory is packed
+// with: the model artifact its submission.json's model_revision names, when
+// that is a sha256 digest of a manifest in l. It returns nil for anything
+// else (no submission.json, a git commit, a digest not in l): a task that
+// binds rows to a model refuses such a submission when it is evaluated, and
+// feval commit refuses it before anything is written.
+func ModelSubject(ctx context.Context, l *cas.Layout, dir string) (*ocispec.Descriptor, error) {
+	meta, err := os.ReadFile(filepath.Join(dir, gate.RolloutSubmissionFile))
+	if err != nil || len(meta) > gate.MaxRowsIndexMeta {
+		return nil, nil
+	}
+	sub, vs := gate.ParseRolloutSubmission(meta)
+	if len(vs) > 0 || !strings.HasPrefix(sub.ModelRevision, "sha256:") {
+		return nil, nil
+	}
+	d, err := l.Resolve(ctx, sub.ModelRevision)
+	if errors.Is(err, cas.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	node, _, err := cas.FetchNode(ctx, l, d)
+	if err != nil {
+		return nil, err
+	}
+	if node.ArtifactType != bundle.ArtifactTypeModelManifest {
+		return nil, fmt.Errorf("%w: %s names a %q artifact", ErrModelRevision, sub.ModelRevision, node.ArtifactType)
+	}
+	return &ocispec.Descriptor{MediaType: d.MediaType, ArtifactType: node.ArtifactType, Digest: d.Digest, Size: d.Size}, nil
 }
 
 func rawLayer(w bundle.BlobWriter, mediaType, title string, b []byte) (ocispec.Descriptor, error) {

@@ -67,7 +67,7 @@ func exitCode(err error) int {
 		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys),
 		errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry):
 		return exitUsage
-	case errors.Is(err, protocol.ErrGate), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
+	case errors.Is(err, protocol.ErrGate), errors.Is(err, rollouts.ErrModelRefused), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
 		errors.Is(err, rollouts.ErrTask), errors.Is(err, policy.ErrPack), errors.Is(err, policy.ErrStart):
 		return exitRejected
 	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry), errors.Is(err, sandbox.ErrUnavailable):

@@ -20,7 +20,13 @@ func cmdGenTinyModel(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: gentinymodel DIR")
 	}
+	ts.Check(tinyModel(ts).Write(ts.MkAbs(args[0])))
+}
+
+// tinyModel is the reference tiny model, its tokenizer trained on a few
+// sentences.
+func tinyModel(ts *testscript.TestScript) tinymodel.Files {
 	f, err := tinymodel.Generate(tinymodel.ReferenceSeed, []string{"What is 12 + 30?", "Write a short poem about the sea."}, tinymodel.ReferenceShape)
 	ts.Check(err)
-	ts.Check(f.Write(ts.MkAbs(args[0])))
+	return f
 }

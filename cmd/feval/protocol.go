@@ -11,6 +11,7 @@ import (
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/evaluate"
 	"github.com/feval/feval/protocol"
+	"github.com/feval/feval/protocol/rollouts"
 	"github.com/urfave/cli/v2"
 )
 
@@ -239,7 +240,7 @@ func commitCommand(a *appEnv) *cli.Command {
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "to", Usage: "also push the commitment (never the submission) to this registry repository"},
-			&cli.BoolFlag{Name: "skip-gate-check", Usage: "commit even if the submission fails the task's static gate (validators will reject it at reveal)"},
+			&cli.BoolFlag{Name: "skip-gate-check", Usage: "commit even if the submission fails the task's static gate or model check (validators will reject it)"},
 		}, st.Flags(), k.Flags(), rem.Flags(), win.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -286,6 +287,9 @@ func commitCommand(a *appEnv) *cli.Command {
 					}
 					return fmt.Errorf("%w (%d violations); nothing was committed; validators would reject it at reveal:\n%s",
 						protocol.ErrGate, len(vs), strings.Join(lines, "\n"))
+				}
+				if err := rollouts.PreCheckModel(c.Context, l, round, c.Args().First()); err != nil {
+					return err
 				}
 			}
 			res, err := protocol.Commit(c.Context, l, s, round, c.Args().First(), ts, rand.Reader)
@@ -360,7 +364,7 @@ func revealCommand(a *appEnv) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if _, err := cas.Copy(c.Context, l, dst, sub, cas.CopyOptions{Referrers: true}); err != nil {
+				if err := protocol.CopySubmission(c.Context, l, dst, sub); err != nil {
 					return fmt.Errorf("pushing submission: %w", err)
 				}
 				if err := publish(c.Context, l, dst, res.Artifact.OCI(), "reveal"); err != nil {

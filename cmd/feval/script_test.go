@@ -82,6 +82,7 @@ func TestScripts(t *testing.T) {
 			"genrollouts":     cmdGenRollouts,
 			"genoptask":       cmdGenOptask,
 			"gentinymodel":    cmdGenTinyModel,
+			"setrevision":     cmdSetRevision,
 			"genscentask":     cmdGenScentask,
 			"fixtureupstream": cmdFixtureUpstream,
 			"sameboard":       cmdSameBoard,

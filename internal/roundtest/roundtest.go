@@ -83,10 +83,11 @@ func Submit(t testing.TB, ctx context.Context, validator *cas.Layout, round ocis
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []ocispec.Descriptor{sub, rv.Artifact.OCI()} {
-		if _, err := cas.Copy(ctx, miner, validator, d, cas.CopyOptions{Referrers: true}); err != nil {
-			t.Fatal(err)
-		}
+	if err := protocol.CopySubmission(ctx, miner, validator, sub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cas.Copy(ctx, miner, validator, rv.Artifact.OCI(), cas.CopyOptions{Referrers: true}); err != nil {
+		t.Fatal(err)
 	}
 	return rv.Artifact.OCI()
 }

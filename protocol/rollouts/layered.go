@@ -97,7 +97,7 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 		k, _ := x.RewardOf(i)
 		return row{response: r.Response, claimed: rats[k], claimedText: claim.claimedText}, nil, nil
 	}
-	return submissionRows{n: x.Len(), score: score, get: get, close: closeFn}, nil
+	return submissionRows{n: x.Len(), score: score, revision: meta.ModelRevision, get: get, close: closeFn}, nil
 }
 
 // sortedIDs returns the task ids in byte-wise order and their

@@ -14,9 +14,11 @@ import (
 	"sync"
 
 	"github.com/feval/feval/internal/strictjson"
+	"github.com/feval/feval/model"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring/ifeval"
 	"github.com/feval/feval/scoring/mathverify"
+	"github.com/opencontainers/go-digest"
 )
 
 // Files of a rollouts task directory.
@@ -39,6 +41,46 @@ type Spec struct {
 	MaxRowBytes int      `json:"max_row_bytes"`
 	Checkers    Checkers `json:"checkers"`
 	MathFuel    int      `json:"math_fuel"`
+	// Model, when set, binds every row to a model the miner commits with
+	// the submission (docs/PROTOCOL.md, "Model-bound rollouts"); a task
+	// without it takes rows as text, bound to no model.
+	Model *ModelSpec `json:"model,omitempty"`
+}
+
+// ModelSpec is what a task fixes about the model that writes its rows.
+type ModelSpec struct {
+	// Architecture is the model family; "qwen3" is the one the reference
+	// runtime runs.
+	Architecture string `json:"architecture"`
+	// Tokenizer is the SHA-256 digest of the tokenizer.json every
+	// committed model must carry: the task's prompts are encoded with it.
+	Tokenizer digest.Digest `json:"tokenizer"`
+	// MaxWeightsBytes bounds the committed model's model.safetensors.
+	MaxWeightsBytes int64 `json:"max_weights_bytes"`
+}
+
+// ArchitectureQwen3 is the architecture of ModelSpec the reference runtime
+// implements (package model).
+const ArchitectureQwen3 = "qwen3"
+
+// valid reports whether the spec's parameters are in range.
+func (m *ModelSpec) valid() error {
+	switch {
+	case m.Architecture != ArchitectureQwen3:
+		return fmt.Errorf("model.architecture %q: this feval runs %q", m.Architecture, ArchitectureQwen3)
+	case m.Tokenizer.Validate() != nil || m.Tokenizer.Algorithm() != digest.SHA256:
+		return fmt.Errorf("model.tokenizer %q is not a sha256 digest", m.Tokenizer)
+	case m.MaxWeightsBytes <= 0 || m.MaxWeightsBytes > model.DefaultLimits.MaxWeightsBytes:
+		return fmt.Errorf("model.max_weights_bytes %d is outside 1 to %d", m.MaxWeightsBytes, model.DefaultLimits.MaxWeightsBytes)
+	}
+	return nil
+}
+
+// Limits returns the limits a committed model is loaded within.
+func (m *ModelSpec) Limits() model.Limits {
+	lim := model.DefaultLimits
+	lim.MaxWeightsBytes = m.MaxWeightsBytes
+	return lim
 }
 
 // Checkers names the checker versions the task's rewards are defined by.
@@ -113,6 +155,11 @@ func parseTask(fsys fs.FS) (*LoadedTask, error) {
 	s := t.Spec
 	if s.Protocol != "rollouts" || s.Rows <= 0 || s.AuditRows <= 0 || s.AuditRows > s.Rows || s.MaxRowBytes <= 0 {
 		return nil, fmt.Errorf("%w: task.json has bad parameters", ErrTask)
+	}
+	if s.Model != nil {
+		if err := s.Model.valid(); err != nil {
+			return nil, fmt.Errorf("%w: task.json: %v", ErrTask, err)
+		}
 	}
 	if s.Checkers != CurrentCheckers {
 		return nil, fmt.Errorf("%w: task needs checkers %+v, this feval has %+v", ErrTask, s.Checkers, CurrentCheckers)

@@ -142,17 +142,20 @@ func (b Beacon) Derive() (Beacon, error) {
 // nothing that varies between runs: no time of evaluation, host or path. The
 // first-seen readings are the validator's observations, recorded as inputs.
 type Verdict struct {
-	Protocol     string           `json:"protocol"`
-	Status       string           `json:"status"`
-	Reason       string           `json:"reason,omitempty"`
-	Submission   digest.Digest    `json:"submission"`
-	Inputs       Inputs           `json:"inputs"`
-	RevealCheck  RevealCheck      `json:"reveal_check"`
-	Checkers     Checkers         `json:"checkers"`
-	Rows         int              `json:"rows"`
-	ClaimedScore string           `json:"claimed_score,omitempty"`
-	Audit        *Audit           `json:"audit,omitempty"`
-	Violations   []gate.Violation `json:"violations,omitempty"`
+	Protocol     string        `json:"protocol"`
+	Status       string        `json:"status"`
+	Reason       string        `json:"reason,omitempty"`
+	Submission   digest.Digest `json:"submission"`
+	Inputs       Inputs        `json:"inputs"`
+	RevealCheck  RevealCheck   `json:"reveal_check"`
+	Checkers     Checkers      `json:"checkers"`
+	Rows         int           `json:"rows"`
+	ClaimedScore string        `json:"claimed_score,omitempty"`
+	// Model is the check of the committed model, in a task that binds rows
+	// to one (Spec.Model).
+	ModelCheck *ModelCheck      `json:"model_check,omitempty"`
+	Audit      *Audit           `json:"audit,omitempty"`
+	Violations []gate.Violation `json:"violations,omitempty"`
 	// Traces is reserved for replayed generations (digests of trace artifacts).
 	Traces   []digest.Digest `json:"traces"`
 	Sequence uint64          `json:"sequence"`
@@ -258,6 +261,17 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	}
 	v.Rows = rows.n
 	v.ClaimedScore = FormatReward(rows.score)
+	if spec := task.Spec.Model; spec != nil {
+		mc, _, err := checkModel(ctx, st, refs.Submission, rows.revision, spec)
+		if err != nil {
+			return v, err
+		}
+		v.ModelCheck = &mc
+		if mc.Status != ModelAccepted {
+			v.Status, v.Reason = StatusRejected, ReasonModel
+			return v, nil
+		}
+	}
 	seed := scoring.AuditSeed(p.Beacon.Source, p.Beacon.Value, entry.Commitment, refs.Submission.Digest.String())
 	a := &Audit{Beacon: p.Beacon, Seed: scoring.SeedHex(seed), Full: p.Full, Rows: []AuditRow{}, Mismatches: []string{}, Undetermined: []string{}}
 	ids := task.idList() // shared: read only
@@ -321,6 +335,8 @@ type row struct {
 type submissionRows struct {
 	n     int
 	score *big.Rat
+	// revision is submission.json's model_revision.
+	revision string
 	// get returns the row of a task id of the task. A non-nil *RowError
 	// means the row is not the row the submission claims (indexed forms
 	// only); claimedText is still the claim. An error is a failure to read.
@@ -400,7 +416,7 @@ func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *L
 	if err != nil {
 		return submissionRows{}, err
 	}
-	return submissionRows{n: len(out), score: score, get: func(id string) (row, *gate.RowError, error) { return out[id], nil, nil }}, nil
+	return submissionRows{n: len(out), score: score, revision: meta.ModelRevision, get: func(id string) (row, *gate.RowError, error) { return out[id], nil, nil }}, nil
 }
 
 // indexedRows reads a format-2 submission through its claims file.
@@ -436,7 +452,7 @@ func indexedRows(fsys fs.FS, meta gate.RolloutSubmission, task *LoadedTask, lim 
 		}
 		return row{response: r.Response, claimed: claimed, claimedText: c.Reward}, nil, nil
 	}
-	return submissionRows{n: x.Len(), score: score, get: get}, nil
+	return submissionRows{n: x.Len(), score: score, revision: meta.ModelRevision, get: get}, nil
 }
 
 // Head returns the fields every protocol's verdict shares.
@@ -450,6 +466,13 @@ func (v Verdict) Details() []protocol.Detail {
 	var out []protocol.Detail
 	if v.ClaimedScore != "" {
 		out = append(out, protocol.Detail{Label: "claimed score", Value: v.ClaimedScore})
+	}
+	if m := v.ModelCheck; m != nil {
+		text := m.Status + " " + m.Revision
+		if m.Detail != "" {
+			text += ": " + m.Detail
+		}
+		out = append(out, protocol.Detail{Label: "model", Value: text})
 	}
 	if v.Audit != nil {
 		out = append(out, protocol.Detail{Label: "beacon", Value: v.Audit.Beacon.Text()})
