@@ -33,6 +33,7 @@ func Gate(_ context.Context, protocol string, task, sub fs.FS) ([]gate.Violation
 		}
 		lim := gate.DefaultRolloutLimits()
 		lim.MaxRowBytes = t.Spec.MaxRowBytes
+		lim.TokenRows = t.Spec.Model != nil
 		return gate.Rollouts(sub, t.IDs(), lim)
 	}
 	return nil, fmt.Errorf("unknown protocol %q", protocol)

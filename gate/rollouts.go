@@ -52,6 +52,9 @@ type RolloutLimits struct {
 	// MaxViolationsPerRule bounds the violations listed per rule; the rest
 	// are counted in one summary violation (default 100).
 	MaxViolationsPerRule int
+	// TokenRows says the task binds rows to a model: every row must be a
+	// token row (Row.IsTokens); otherwise every row must be a text row.
+	TokenRows bool
 }
 
 // DefaultRolloutLimits returns the limits used when a field is zero.
@@ -301,6 +304,12 @@ func checkRows(fsys fs.FS, rowsPath string, taskIDs []string, index map[string]i
 		switch {
 		case rerr != nil:
 			c.add(rerr.Rule, line, "%s", rerr.Detail)
+		case row.IsTokens() != limits.TokenRows:
+			if limits.TokenRows {
+				c.add(RuleRowSchema, line, "this task binds rows to a model: a row has prompt_tokens and completion_tokens, not a response")
+			} else {
+				c.add(RuleRowSchema, line, "this task takes text rows: a row has a response, not prompt_tokens and completion_tokens")
+			}
 		default:
 			i, ok := index[row.TaskID]
 			switch {

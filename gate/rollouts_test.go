@@ -304,6 +304,10 @@ func FuzzParseRow(f *testing.F) {
 	f.Add([]byte(`{"task_id":"a","task_id":"b","response":"","reward_claimed":"1"}`))
 	f.Add([]byte(`{"task_id":"\ud800","response":"","reward_claimed":"1"}`))
 	f.Add([]byte(` {"reward_claimed":"1/2" ,"response":"\"","task_id":"z"} `))
+	f.Add([]byte(`{"task_id":"a","prompt_tokens":[1,20,300],"completion_tokens":[0, 2147483647 ],"reward_claimed":"1"}`))
+	f.Add([]byte(`{"task_id":"a","prompt_tokens":[],"completion_tokens":[],"reward_claimed":"0","trace":""}`))
+	f.Add([]byte(`{"task_id":"a","prompt_tokens":[01],"completion_tokens":[2147483648],"reward_claimed":"0"}`))
+	f.Add([]byte(`{"task_id":"a","prompt_tokens":[1.0],"completion_tokens":[-1],"response":"","reward_claimed":"0"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		row, rerr := ParseRow(line)
 		if rerr != nil {
@@ -320,7 +324,18 @@ func FuzzParseRow(f *testing.F) {
 		if _, err := dec.Token(); err != io.EOF {
 			t.Fatalf("ParseRow accepted trailing data")
 		}
-		want := map[string]any{"task_id": row.TaskID, "response": row.Response, "reward_claimed": row.RewardClaimed}
+		want := map[string]any{"task_id": row.TaskID, "reward_claimed": row.RewardClaimed}
+		if row.IsTokens() {
+			for name, ids := range map[string][]int{"prompt_tokens": row.PromptTokens, "completion_tokens": row.CompletionTokens} {
+				list := []any{}
+				for _, id := range ids {
+					list = append(list, float64(id))
+				}
+				want[name] = list
+			}
+		} else {
+			want["response"] = row.Response
+		}
 		if row.Trace != nil {
 			want["trace"] = *row.Trace
 		}

@@ -23,12 +23,18 @@ const (
 // Row is one line of a rollouts rows file: the response a model gave to a
 // task and the reward the miner claims for it.
 //
-// On the wire a row is one JSON object with exactly the keys task_id,
-// response and reward_claimed (strings) and optionally trace (a string), in
-// any order, each once.
+// On the wire a row is one JSON object with the keys task_id and
+// reward_claimed (strings), optionally trace (a string), and either response
+// (a string: a text row) or both prompt_tokens and completion_tokens (lists
+// of token ids, integers 0 to 2^31-1: a token row, the form of a task that
+// binds rows to a model), in any order, each once.
 type Row struct {
 	TaskID   string `json:"task_id"`
 	Response string `json:"response"`
+	// PromptTokens and CompletionTokens are a token row's ids; both are
+	// non-nil in a token row and nil in a text row.
+	PromptTokens     []int `json:"prompt_tokens,omitempty"`
+	CompletionTokens []int `json:"completion_tokens,omitempty"`
 	// RewardClaimed is an exact rational in [0, 1] in canonical form: "0",
 	// "1", or "p/q" with 0 < p < q, gcd(p, q) = 1, decimal digits without
 	// leading zeros or signs (see ParseReward).
@@ -37,6 +43,46 @@ type Row struct {
 	// the key is absent.
 	Trace *string `json:"trace,omitempty"`
 }
+
+// IsTokens reports whether r is a token row.
+func (r Row) IsTokens() bool { return r.PromptTokens != nil }
+
+// textRow and tokenRow are the two wire forms of a row, in the order their
+// keys are written.
+type textRow struct {
+	TaskID        string  `json:"task_id"`
+	Response      string  `json:"response"`
+	RewardClaimed string  `json:"reward_claimed"`
+	Trace         *string `json:"trace,omitempty"`
+}
+
+type tokenRow struct {
+	TaskID           string  `json:"task_id"`
+	PromptTokens     []int   `json:"prompt_tokens"`
+	CompletionTokens []int   `json:"completion_tokens"`
+	RewardClaimed    string  `json:"reward_claimed"`
+	Trace            *string `json:"trace,omitempty"`
+}
+
+// MarshalJSON writes a row in its wire form: a text row with response, a
+// token row with its two lists and no response.
+func (r Row) MarshalJSON() ([]byte, error) {
+	if r.IsTokens() {
+		return json.Marshal(tokenRow{TaskID: r.TaskID, PromptTokens: r.PromptTokens, CompletionTokens: nonNil(r.CompletionTokens),
+			RewardClaimed: r.RewardClaimed, Trace: r.Trace})
+	}
+	return json.Marshal(textRow{TaskID: r.TaskID, Response: r.Response, RewardClaimed: r.RewardClaimed, Trace: r.Trace})
+}
+
+func nonNil(ids []int) []int {
+	if ids == nil {
+		return []int{}
+	}
+	return ids
+}
+
+// MaxTokenID bounds a token id in a row.
+const MaxTokenID = 1<<31 - 1
 
 // RowError is a line of a rows file that is not a valid row.
 type RowError struct {
@@ -157,7 +203,7 @@ func scanRow(b []byte) (Row, *RowError) {
 		return Row{}, &RowError{Rule: RuleRowSchema, Detail: fmt.Sprintf(format, args...)}
 	}
 	var row Row
-	var seen [4]bool // task_id, response, reward_claimed, trace
+	var seen [6]bool // task_id, response, reward_claimed, trace, prompt_tokens, completion_tokens
 	i := skipWS(b, 0)
 	if i >= len(b) {
 		return syntax("empty line")
@@ -184,6 +230,35 @@ func scanRow(b []byte) (Row, *RowError) {
 			i = skipWS(b, i+1)
 			if i >= len(b) {
 				return syntax("value expected")
+			}
+			if key == "prompt_tokens" || key == "completion_tokens" {
+				ids, next, detail := scanIDs(b, i)
+				if detail != "" {
+					if b[i] == '[' {
+						return schema("field %q: %s", key, detail)
+					}
+					return schema("field %q must be a list of token ids", key)
+				}
+				i = skipWS(b, next)
+				idx := 4
+				if key == "prompt_tokens" {
+					row.PromptTokens = ids
+				} else {
+					idx, row.CompletionTokens = 5, ids
+				}
+				if seen[idx] {
+					return schema("duplicate field %q", key)
+				}
+				seen[idx] = true
+				if i < len(b) && b[i] == ',' {
+					i = skipWS(b, i+1)
+					continue
+				}
+				if i < len(b) && b[i] == '}' {
+					i++
+					break
+				}
+				return syntax("',' or '}' expected")
 			}
 			if b[i] != '"' {
 				return schema("field %q must be a string", key)
@@ -225,12 +300,70 @@ func scanRow(b []byte) (Row, *RowError) {
 	if skipWS(b, i) != len(b) {
 		return syntax("data after the JSON object")
 	}
-	for k, name := range []string{"task_id", "response", "reward_claimed"} {
-		if !seen[k] {
+	for k, name := range []string{"task_id", "", "reward_claimed"} {
+		if name != "" && !seen[k] {
 			return schema("missing field %q", name)
 		}
 	}
+	switch {
+	case seen[1] && (seen[4] || seen[5]):
+		return schema("a row has a response or prompt_tokens and completion_tokens, not both")
+	case seen[4] != seen[5]:
+		return schema("a token row has both prompt_tokens and completion_tokens")
+	case !seen[1] && !seen[4]:
+		return schema("missing field %q", "response")
+	}
 	return row, nil
+}
+
+// scanIDs decodes the list of token ids starting at b[i]: '[', integers 0 to
+// MaxTokenID in JSON's form (no sign, fraction, exponent or leading zero),
+// ']'. It returns a non-nil slice and the index after ']', or why the value
+// is not such a list.
+func scanIDs(b []byte, i int) ([]int, int, string) {
+	if b[i] != '[' {
+		return nil, 0, "not a list"
+	}
+	ids := []int{}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return ids, i + 1, ""
+	}
+	for {
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		n := i - start
+		switch {
+		case n == 0:
+			return nil, 0, "a token id is not an integer from 0"
+		case n > 1 && b[start] == '0':
+			return nil, 0, "a token id has a leading zero"
+		case n > 10:
+			return nil, 0, fmt.Sprintf("a token id is over %d", MaxTokenID)
+		}
+		if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+			return nil, 0, "a token id is not an integer from 0"
+		}
+		v := 0
+		for _, c := range b[start:i] {
+			v = v*10 + int(c-'0')
+		}
+		if v > MaxTokenID {
+			return nil, 0, fmt.Sprintf("a token id is over %d", MaxTokenID)
+		}
+		ids = append(ids, v)
+		i = skipWS(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == ']' {
+			return ids, i + 1, ""
+		}
+		return nil, 0, "',' or ']' expected in a list of token ids"
+	}
 }
 
 func skipWS(b []byte, i int) int {

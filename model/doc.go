@@ -38,4 +38,15 @@
 // and math.Log, which have per-architecture assembly. math.Sqrt is correctly
 // rounded everywhere; math.Sin and math.Cos are the portable Go
 // implementations on amd64 and arm64.
+//
+// # Seeded sampling and the check
+//
+// Every completion position has its own randomness, derived from the round,
+// the task id, the miner and the position (PositionKey): Gumbel noise per
+// token (Noise) added to the logits over the temperature (Scores), and the
+// token of the highest score chosen (Choice). Generate samples a completion
+// so; Check verifies one with one teacher-forced pass of the model over the
+// prompt and the completion, accepting a differing token only as a near tie
+// (its score within ε of the choice's) up to a per-row budget, and the
+// termination rule. docs/PROTOCOL.md, "Seeded sampling", specifies the bytes.
 package model

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -141,6 +142,25 @@ func torchAgrees(t *testing.T, m *model.Model, f tinymodel.Files) {
 		seq, ls := greedy(t, m, i, 8)
 		rows, goLogits = append(rows, seq), append(goLogits, ls)
 	}
+	// Seeded rows: torch's logits, perturbed with the protocol's noise, must
+	// choose every token the reference runtime's generation chose.
+	type seeded struct {
+		row, promptLen int
+		in             model.SeedInput
+		completion     []int
+	}
+	var seededRows []seeded
+	for i := range testCorpus {
+		p := prompt(t, m, i)
+		in := seedFor(fmt.Sprintf("torch-%d", i))
+		out, err := m.Generate(p, in, sampling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seededRows = append(seededRows, seeded{row: len(rows), promptLen: len(p), in: in, completion: out})
+		rows = append(rows, append(append([]int(nil), p...), out...))
+		goLogits = append(goLogits, nil)
+	}
 	req, _ := json.Marshal(map[string]any{"dir": dir, "rows": rows})
 	cmd := exec.Command(python, "testdata/qwen3_torch.py")
 	cmd.Stdin = bytes.NewReader(req)
@@ -159,8 +179,34 @@ func torchAgrees(t *testing.T, m *model.Model, f tinymodel.Files) {
 	if len(got.Rows) != len(rows) {
 		t.Fatalf("torch gave %d rows, want %d", len(got.Rows), len(rows))
 	}
+	choices := 0
+	for _, sr := range seededRows {
+		r := got.Rows[sr.row]
+		V := m.Config.VocabSize
+		g, scores, l32 := make([]float64, V), make([]float64, V), make([]float32, V)
+		for k, tok := range sr.completion {
+			pos := sr.promptLen - 1 + k
+			if pos >= len(r) || len(r[pos]) != V {
+				t.Fatalf("seeded row %d: torch gave no logits at position %d", sr.row, pos)
+			}
+			for v, l := range r[pos] {
+				l32[v] = float32(l)
+			}
+			model.Noise(model.PositionKey(sr.in, k), g)
+			model.Scores(l32, g, sampling.TemperatureMilli, scores)
+			if c := model.Choice(scores); c != tok {
+				t.Errorf("seeded row %d completion position %d: torch's logits choose %d, the reference runtime chose %d (margin %d micro)",
+					sr.row, k, c, tok, model.MarginMicro(scores, c, tok))
+			}
+			choices++
+		}
+	}
+	t.Logf("%d seeded choices agree", choices)
 	var worst float64
 	for i, r := range got.Rows {
+		if goLogits[i] == nil {
+			continue // a seeded row
+		}
 		if len(r) != len(goLogits[i]) {
 			t.Fatalf("row %d: torch gave %d positions, want %d", i, len(r), len(goLogits[i]))
 		}
@@ -176,5 +222,5 @@ func torchAgrees(t *testing.T, m *model.Model, f tinymodel.Files) {
 	if worst > TorchTolerance {
 		t.Fatalf("logits differ by up to %g, tolerance %g", worst, TorchTolerance)
 	}
-	t.Logf("largest logit difference %.3g over %d rows", worst, len(rows))
+	t.Logf("largest logit difference %.3g over %d greedy rows", worst, len(rows)-len(seededRows))
 }

@@ -69,6 +69,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			meterCommand(a),
 			serveCommand(a),
 			policyCommand(a),
+			rolloutsCommand(a),
 		},
 	}
 	applyConventions(app)

@@ -65,7 +65,7 @@ func exitCode(err error) int {
 	case errors.As(err, &ue), errors.As(err, &amb), errors.Is(err, cas.ErrBadReference),
 		errors.Is(err, bundle.ErrBadPassword), errors.Is(err, cas.ErrTooLarge), errors.Is(err, protocol.ErrDamaged),
 		errors.Is(err, rollouts.ErrProtocol), errors.Is(err, replay.ErrNoTrustedKeys),
-		errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry):
+		errors.Is(err, protocol.ErrWrongKind), errors.Is(err, bundle.ErrUnsafeEntry), errors.Is(err, rollouts.ErrGenerate):
 		return exitUsage
 	case errors.Is(err, protocol.ErrGate), errors.Is(err, rollouts.ErrModelRefused), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
 		errors.Is(err, rollouts.ErrTask), errors.Is(err, policy.ErrPack), errors.Is(err, policy.ErrStart):

@@ -8,9 +8,8 @@ import (
 	"strings"
 
 	"github.com/feval/feval/fixtures/rollouts"
+	"github.com/feval/feval/fixtures/tinymodel"
 	"github.com/feval/feval/gate"
-	protocol "github.com/feval/feval/protocol/rollouts"
-	"github.com/opencontainers/go-digest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -35,9 +34,18 @@ func cmdGenRollouts(ts *testscript.TestScript, neg bool, args []string) {
 	dir := ts.MkAbs(args[0])
 	g := rollouts.Generate([]byte(rollouts.ReferenceSeed), nMath, nIF)
 	if len(args) == 4 {
-		f := tinyModel(ts)
+		// The tokenizer learns the task's prompts, as a real one knows the
+		// language: the model's random text then holds words.
+		var corpus []string
+		for _, it := range g.Items {
+			corpus = append(corpus, it.Prompt)
+		}
+		f, err := tinymodel.Generate(tinymodel.ReferenceSeed, corpus, tinymodel.ReferenceShape)
+		ts.Check(err)
 		ts.Check(f.Write(ts.MkAbs(args[3])))
-		g.Spec.Model = &protocol.ModelSpec{Architecture: protocol.ArchitectureQwen3, Tokenizer: digest.FromBytes(f.Tokenizer), MaxWeightsBytes: 1 << 30}
+		m, err := f.Load()
+		ts.Check(err)
+		ts.Check(rollouts.BindModel(g, m, rollouts.ReferenceSampling, 1<<30))
 	}
 	ts.Check(rollouts.WriteTask(filepath.Join(dir, "task"), g.Spec, g.Items))
 	_, err = rollouts.WriteMiners(filepath.Join(dir, "miners"), g, []byte(rollouts.ReferenceMinerSeed))
@@ -57,4 +65,23 @@ func cmdSetRevision(ts *testscript.TestScript, neg bool, args []string) {
 	b, err := json.Marshal(sub)
 	ts.Check(err)
 	ts.Check(os.WriteFile(p, b, 0o644))
+}
+
+// cmdSwapToken replaces the first completion token of the first row of a
+// generated rollouts submission by the next byte token: swaptoken DIR.
+func cmdSwapToken(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: swaptoken DIR")
+	}
+	p := ts.MkAbs(filepath.Join(args[0], "rows.jsonl"))
+	lines := strings.SplitAfter(ts.ReadFile(p), "\n")
+	r, rerr := gate.ParseRow([]byte(strings.TrimSuffix(lines[0], "\n")))
+	if rerr != nil || len(r.CompletionTokens) == 0 {
+		ts.Fatalf("swaptoken: the first row is not a token row with a completion: %v", rerr)
+	}
+	r.CompletionTokens[0] = (r.CompletionTokens[0] + 1) % 256
+	b, err := json.Marshal(r)
+	ts.Check(err)
+	lines[0] = string(b) + "\n"
+	ts.Check(os.WriteFile(p, []byte(strings.Join(lines, "")), 0o644))
 }

@@ -83,6 +83,7 @@ func TestScripts(t *testing.T) {
 			"genoptask":       cmdGenOptask,
 			"gentinymodel":    cmdGenTinyModel,
 			"setrevision":     cmdSetRevision,
+			"swaptoken":       cmdSwapToken,
 			"genscentask":     cmdGenScentask,
 			"fixtureupstream": cmdFixtureUpstream,
 			"sameboard":       cmdSameBoard,

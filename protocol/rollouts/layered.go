@@ -95,7 +95,7 @@ func layeredRows(ctx context.Context, st cas.Store, art *bundle.Loaded, task *Lo
 			return claim, rerr, nil
 		}
 		k, _ := x.RewardOf(i)
-		return row{response: r.Response, claimed: rats[k], claimedText: claim.claimedText}, nil, nil
+		return row{response: r.Response, prompt: r.PromptTokens, completion: r.CompletionTokens, claimed: rats[k], claimedText: claim.claimedText}, nil, nil
 	}
 	return submissionRows{n: x.Len(), score: score, revision: meta.ModelRevision, get: get, close: closeFn}, nil
 }

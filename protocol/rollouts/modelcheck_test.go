@@ -1,8 +1,12 @@
 package rollouts_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,40 +18,56 @@ import (
 	"github.com/feval/feval/fixtures/tinymodel"
 	"github.com/feval/feval/gate"
 	"github.com/feval/feval/internal/roundtest"
+	"github.com/feval/feval/model"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// modelCorpus trains the test model's tokenizer.
-var modelCorpus = []string{"What is 12 + 30? The answer is 42.", "Write a short poem about the sea, in three lines."}
-
 // smallShape keeps the test model small: the check reads every weight.
-var smallShape = tinymodel.Shape{Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 8, Intermediate: 32, Merges: 64, MaxPositions: 256}
+var smallShape = tinymodel.Shape{Hidden: 32, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 16, Intermediate: 32, Merges: 256, MaxPositions: 1024}
 
 // modelEnv is an indexedEnv whose task binds rows to a model.
 type modelEnv struct {
 	*indexedEnv
-	files tinymodel.Files
-	model ocispec.Descriptor // the accepted model, packed into the store
+	files  tinymodel.Files
+	m      *model.Model
+	model  ocispec.Descriptor // the accepted model, packed into the store
+	loaded *rollouts.LoadedTask
+	round  digest.Digest // the round of the Refs submit returns
+	rows   string        // the honest rows, generated once
 }
 
 func newModelEnv(t *testing.T, maxWeights int64) *modelEnv {
 	t.Helper()
-	files, err := tinymodel.Generate("modelcheck", modelCorpus, smallShape)
+	e := newIndexedEnv(t)
+	// The tokenizer learns the task's prompts, as a real one knows the
+	// language: the model's random text then holds words, not bytes.
+	var corpus []string
+	for _, it := range e.g.Items {
+		corpus = append(corpus, it.Prompt)
+	}
+	files, err := tinymodel.Generate("modelcheck", corpus, smallShape)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newIndexedEnv(t)
 	// An entry as a reveal check gives it, so verdicts match their schema.
-	e.entry.Miner = e.s.Public().Fingerprint
+	// A fixed miner: the rows, which its key seeds, are the same every run.
+	e.entry.Miner = strings.Repeat("5e", 32)
 	e.entry.CommitSeen = protocol.Seen{Time: "2026-01-01T00:00:00Z"}
 	e.entry.RevealSeen = &protocol.Seen{Time: "2026-01-01T01:00:00Z"}
-	spec := e.g.Spec
-	spec.Model = &rollouts.ModelSpec{Architecture: rollouts.ArchitectureQwen3, Tokenizer: digest.FromBytes(files.Tokenizer), MaxWeightsBytes: maxWeights}
+	mm, err := files.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := *e.g
+	g.Items = append([]rollouts.Item(nil), e.g.Items...)
+	if err := fx.BindModel(&g, mm, fx.ReferenceSampling, maxWeights); err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(e.dir, "model-task")
-	if err := fx.WriteTask(dir, spec, e.g.Items); err != nil {
+	if err := fx.WriteTask(dir, g.Spec, g.Items); err != nil {
 		t.Fatal(err)
 	}
 	task, err := protocol.CreateTask(e.ctx, e.l, e.s, "rollouts", dir, "")
@@ -55,9 +75,27 @@ func newModelEnv(t *testing.T, maxWeights int64) *modelEnv {
 		t.Fatal(err)
 	}
 	e.task = task.Digest
-	m := &modelEnv{indexedEnv: e, files: files}
+	loaded, err := rollouts.LoadTask(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &modelEnv{indexedEnv: e, files: files, m: mm, loaded: loaded, round: digest.FromString("r")}
 	m.model = m.packModel(t, "model", files, nil)
+	m.rows = m.generate(t, "honest-rows", mm)
 	return m
+}
+
+// generate writes the rows model gm generates for the env's miner and round
+// into dir/name and returns the rows file's path.
+func (e *modelEnv) generate(t *testing.T, name string, gm *model.Model) string {
+	t.Helper()
+	g := &rollouts.Generator{Task: e.loaded, Model: gm, Text: gm.ResponseText, Workers: 2,
+		Spec: rollouts.GenerateSpec{Task: e.task, Round: e.round, Model: e.model.Digest, Miner: e.entry.Miner, Sampling: fx.ReferenceSampling}}
+	dir := filepath.Join(e.dir, name)
+	if _, err := g.Run(e.ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, rollouts.GeneratedRowsFile)
 }
 
 // packModel writes files (and extra, by name) into dir/name and packs them
@@ -80,13 +118,47 @@ func (e *modelEnv) packModel(t *testing.T, name string, files tinymodel.Files, e
 	return p.Artifact.OCI()
 }
 
-// submit writes the honest submission naming revision into dir/name and packs
-// it as feval commit does (protocol.PackSubmission), or without the model
-// as subject (bare), or with subj as its subject.
+// submit writes the honest submission naming revision into dir/name, its
+// rows changed by edit when given, and packs it as feval commit does
+// (protocol.PackSubmission), or without the model as subject (bare), or with
+// subj as its subject.
 func (e *modelEnv) submit(t *testing.T, name, revision string, bare bool, subj *ocispec.Descriptor) rollouts.Refs {
+	return e.submitRows(t, name, revision, bare, subj, e.rows, nil)
+}
+
+func (e *modelEnv) submitRows(t *testing.T, name, revision string, bare bool, subj *ocispec.Descriptor, rowsPath string, edit func(rows []gate.Row)) rollouts.Refs {
 	t.Helper()
 	dir := filepath.Join(e.dir, name)
-	if err := fx.WriteSubmission(dir, fx.Honest, e.g, []byte(fx.ReferenceMinerSeed)); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(rowsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		var rows []gate.Row
+		for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			r, rerr := gate.ParseRow(line)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			rows = append(rows, r)
+		}
+		edit(rows)
+		b = nil
+		for _, r := range rows {
+			line, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(append(b, line...), '\n')
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rows.jsonl"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, gate.RolloutSubmissionFile), []byte(`{"model_revision":"x","rows":"rows.jsonl"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	setRevision(t, dir, revision)
@@ -98,7 +170,7 @@ func (e *modelEnv) submit(t *testing.T, name, revision string, bare bool, subj *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rollouts.Refs{Task: e.task, Submission: sub.Artifact.OCI(), Round: ocispec.Descriptor{Digest: digest.FromString("r")},
+	return rollouts.Refs{Task: e.task, Submission: sub.Artifact.OCI(), Round: ocispec.Descriptor{Digest: e.round},
 		Commitment: ocispec.Descriptor{Digest: digest.FromString("c")}, Reveal: ocispec.Descriptor{Digest: digest.FromString("v")}}
 }
 
@@ -254,4 +326,115 @@ func TestModelSpecChecked(t *testing.T) {
 			t.Errorf("%s: %v, want a malformed task naming its model section", name, err)
 		}
 	}
+}
+
+// TestProvenance: every audited row of a model-bound task must be the seeded
+// completion of the task's prompt by the committed model. An honest miner's
+// generated rows pass; a swapped token, another prompt, text rows, and rows
+// generated with slightly perturbed weights are rejected with the row, the
+// first failing position, the tokens and the margin.
+func TestProvenance(t *testing.T) {
+	e := newModelEnv(t, 1<<20)
+	rev := e.model.Digest.String()
+	full := func(refs rollouts.Refs) rollouts.Verdict {
+		t.Helper()
+		v := e.decide(t, refs, true)
+		roundtest.MatchesSchema(t, "verdict-rollouts.schema.json", v)
+		return v
+	}
+	honest := full(e.submit(t, "honest", rev, false, nil))
+	if honest.Status != rollouts.StatusPassed || len(honest.Audit.Rows) != len(e.loaded.Items) {
+		t.Fatalf("honest: %s %s, %d rows audited, undetermined %v", honest.Status, honest.Reason, len(honest.Audit.Rows), honest.Audit.Undetermined)
+	}
+	for _, r := range honest.Audit.Rows {
+		if r.Provenance == nil || r.Provenance.Outcome != model.CheckOK || r.Outcome != rollouts.OutcomeMatch {
+			t.Fatalf("honest row %s: %s, provenance %+v", r.TaskID, r.Outcome, r.Provenance)
+		}
+	}
+
+	var swappedFrom, swappedTo int
+	swapped := full(e.submitRows(t, "swapped", rev, false, nil, e.rows, func(rows []gate.Row) {
+		c := rows[3].CompletionTokens
+		swappedFrom, swappedTo = c[1], (c[1]+1)%256
+		c[1] = swappedTo
+	}))
+	first := firstFailure(t, swapped)
+	if swapped.Status != rollouts.StatusRejected || swapped.Reason != rollouts.ReasonProvenance || len(swapped.Audit.ProvenanceFailures) != 1 ||
+		first.TaskID != e.loaded.Items[3].TaskID || first.Provenance.Outcome != model.CheckToken || first.Provenance.Position != 1 ||
+		first.Provenance.Claimed != swappedTo || first.Provenance.Expected != swappedFrom || first.Provenance.MarginMicro <= fx.ReferenceSampling.EpsilonMicro {
+		t.Errorf("swapped token: %s %s, failures %v, first %+v %+v", swapped.Status, swapped.Reason, swapped.Audit.ProvenanceFailures, first, first.Provenance)
+	}
+	found := false
+	for _, d := range swapped.Details() {
+		found = found || d.Label == "provenance" && strings.Contains(d.Value, fmt.Sprintf("token at completion position 1 (claimed %d, expected %d", swappedTo, swappedFrom))
+	}
+	if !found {
+		t.Errorf("the verdict's details do not name the failing token: %+v", swapped.Details())
+	}
+
+	wrongPrompt := full(e.submitRows(t, "prompt", rev, false, nil, e.rows, func(rows []gate.Row) { rows[0].PromptTokens[2]++ }))
+	if p := firstFailure(t, wrongPrompt).Provenance; wrongPrompt.Reason != rollouts.ReasonProvenance || p.Outcome != rollouts.CheckWrongPrompt || p.Position != 2 {
+		t.Errorf("wrong prompt: %s, %+v", wrongPrompt.Reason, p)
+	}
+
+	textDir := filepath.Join(e.dir, "text")
+	if err := fx.WriteSubmission(textDir, fx.Honest, e.g, []byte(fx.ReferenceMinerSeed)); err != nil {
+		t.Fatal(err)
+	}
+	text := full(e.submitRows(t, "text-rows", rev, false, nil, filepath.Join(textDir, "rows.jsonl"), nil))
+	if text.Reason != rollouts.ReasonProvenance || len(text.Audit.ProvenanceFailures) != len(e.loaded.Items) || firstFailure(t, text).Provenance.Outcome != rollouts.CheckNoTokens {
+		t.Errorf("text rows: %s, %d failures", text.Reason, len(text.Audit.ProvenanceFailures))
+	}
+
+	// Rows generated with weights perturbed by 3 %, committed with the
+	// original model.
+	w := append([]byte(nil), e.files.Weights...)
+	n := int(binary.LittleEndian.Uint64(w[:8]))
+	for i := 8 + n; i+4 <= len(w); i += 4 {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(w[i:]))
+		binary.LittleEndian.PutUint32(w[i:], math.Float32bits(v*(1+0.03*float32(i/4%3-1))))
+	}
+	pm, err := model.Load(e.files.Config, e.files.Tokenizer, w, model.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perturbed := full(e.submitRows(t, "perturbed", rev, false, nil, e.generate(t, "perturbed-rows", pm), nil))
+	if perturbed.Reason != rollouts.ReasonProvenance || len(perturbed.Audit.ProvenanceFailures) < len(e.loaded.Items)/2 {
+		t.Errorf("perturbed weights: %s, %d of %d rows fail", perturbed.Reason, len(perturbed.Audit.ProvenanceFailures), len(e.loaded.Items))
+	}
+	t.Logf("rows from weights perturbed by 3 %%: %d of %d fail", len(perturbed.Audit.ProvenanceFailures), len(e.loaded.Items))
+
+	// A token row in a task that takes text is not a row of that task.
+	plain := newIndexedEnv(t)
+	refs := plain.pack(t, "tokens-in-text-task", func(dir string) error {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(e.rows)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "rows.jsonl"), b, 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, gate.RolloutSubmissionFile), []byte(`{"model_revision":"`+rev+`","rows":"rows.jsonl"}`), 0o644)
+	}, nil)
+	if v := plain.decide(t, refs, true); v.Status != rollouts.StatusRejected || v.Audit.Rows[0].Outcome != rollouts.OutcomeMalformed {
+		t.Errorf("token rows in a text task: %s, first row %s", v.Status, v.Audit.Rows[0].Outcome)
+	}
+}
+
+// firstFailure is the first audited row that failed its provenance check.
+func firstFailure(t *testing.T, v rollouts.Verdict) rollouts.AuditRow {
+	t.Helper()
+	for _, r := range v.Audit.Rows {
+		if r.Outcome == rollouts.OutcomeProvenance {
+			if r.Provenance == nil {
+				t.Fatalf("row %s failed provenance without a record", r.TaskID)
+			}
+			return r
+		}
+	}
+	t.Fatalf("no row failed provenance (%s %s)", v.Status, v.Reason)
+	return rollouts.AuditRow{}
 }

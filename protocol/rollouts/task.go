@@ -57,7 +57,13 @@ type ModelSpec struct {
 	Tokenizer digest.Digest `json:"tokenizer"`
 	// MaxWeightsBytes bounds the committed model's model.safetensors.
 	MaxWeightsBytes int64 `json:"max_weights_bytes"`
+	// Sampling is how every completion token is sampled (docs/PROTOCOL.md,
+	// "Seeded sampling").
+	Sampling model.Sampling `json:"sampling"`
 }
+
+// MaxPromptTokens bounds an item's prompt_tokens.
+const MaxPromptTokens = 1 << 15
 
 // ArchitectureQwen3 is the architecture of ModelSpec the reference runtime
 // implements (package model).
@@ -72,6 +78,9 @@ func (m *ModelSpec) valid() error {
 		return fmt.Errorf("model.tokenizer %q is not a sha256 digest", m.Tokenizer)
 	case m.MaxWeightsBytes <= 0 || m.MaxWeightsBytes > model.DefaultLimits.MaxWeightsBytes:
 		return fmt.Errorf("model.max_weights_bytes %d is outside 1 to %d", m.MaxWeightsBytes, model.DefaultLimits.MaxWeightsBytes)
+	}
+	if err := m.Sampling.Validate(); err != nil {
+		return fmt.Errorf("model.sampling: %v", err)
 	}
 	return nil
 }
@@ -102,6 +111,11 @@ type Item struct {
 	// IF: IFEval instruction ids and their arguments.
 	InstructionIDs []string         `json:"instruction_id_list,omitempty"`
 	Kwargs         []map[string]any `json:"kwargs,omitempty"`
+	// PromptTokens, in a task that binds rows to a model (and only there),
+	// are the canonical prompt: the token ids every row of this task starts
+	// from, as the task's tokenizer encodes the prompt (with whatever chat
+	// template the task owner applies).
+	PromptTokens []int `json:"prompt_tokens,omitempty"`
 }
 
 // LoadedTask is a parsed task directory.
@@ -185,6 +199,9 @@ func parseTask(fsys fs.FS) (*LoadedTask, error) {
 		if _, dup := t.index[it.TaskID]; dup || it.TaskID == "" || (it.Kind != KindMath && it.Kind != KindIF) {
 			return nil, fmt.Errorf("%w: tasks.jsonl line %d: bad or duplicate task", ErrTask, line)
 		}
+		if err := checkPromptTokens(it.PromptTokens, s.Model); err != nil {
+			return nil, fmt.Errorf("%w: tasks.jsonl line %d: %v", ErrTask, line, err)
+		}
 		t.index[it.TaskID] = len(t.Items)
 		t.Items = append(t.Items, it)
 	}
@@ -196,6 +213,26 @@ func parseTask(fsys fs.FS) (*LoadedTask, error) {
 	}
 	tasksByContent.put(key, &t)
 	return &t, nil
+}
+
+// checkPromptTokens checks an item's prompt_tokens: present in a task that
+// binds rows to a model, 1 to MaxPromptTokens ids below the tokenizer's
+// bound, and absent elsewhere.
+func checkPromptTokens(ids []int, m *ModelSpec) error {
+	switch {
+	case m == nil && ids != nil:
+		return errors.New("prompt_tokens belong to a task with a model section only")
+	case m == nil:
+		return nil
+	case len(ids) == 0 || len(ids) > MaxPromptTokens:
+		return fmt.Errorf("a task with a model section needs 1 to %d prompt_tokens per item", MaxPromptTokens)
+	}
+	for _, id := range ids {
+		if id < 0 || id >= model.DefaultLimits.MaxVocab {
+			return fmt.Errorf("prompt token %d is outside 0 to %d", id, model.DefaultLimits.MaxVocab-1)
+		}
+	}
+	return nil
 }
 
 // IDs returns the task ids in file order.

@@ -13,6 +13,7 @@ import (
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	"github.com/feval/feval/gate"
+	"github.com/feval/feval/model"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/scoring"
 	"github.com/opencontainers/go-digest"
@@ -176,6 +177,9 @@ type Audit struct {
 	Rows         []AuditRow `json:"rows"`
 	Mismatches   []string   `json:"mismatches"`
 	Undetermined []string   `json:"undetermined"`
+	// ProvenanceFailures, in a model-bound task, are the audited rows whose
+	// tokens failed the provenance check, in audit order.
+	ProvenanceFailures []string `json:"provenance_failures,omitempty"`
 }
 
 // AuditRow is one recomputed row.
@@ -184,6 +188,8 @@ type AuditRow struct {
 	Claimed    string `json:"claimed"`
 	Recomputed string `json:"recomputed,omitempty"`
 	Outcome    string `json:"outcome"`
+	// Provenance is the row's provenance check, in a model-bound task.
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
 // Refs are the artifacts one evaluation is about, resolved in a store.
@@ -261,11 +267,14 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	}
 	v.Rows = rows.n
 	v.ClaimedScore = FormatReward(rows.score)
-	if spec := task.Spec.Model; spec != nil {
-		mc, _, err := checkModel(ctx, st, refs.Submission, rows.revision, spec)
+	var m *model.Model
+	spec := task.Spec.Model
+	if spec != nil {
+		mc, cm, err := checkModel(ctx, st, refs.Submission, rows.revision, spec)
 		if err != nil {
 			return v, err
 		}
+		m = cm
 		v.ModelCheck = &mc
 		if mc.Status != ModelAccepted {
 			v.Status, v.Reason = StatusRejected, ReasonModel
@@ -286,6 +295,10 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 			return v, err
 		}
 		ar := AuditRow{TaskID: id, Claimed: row.claimedText}
+		if rerr == nil && spec == nil && row.prompt != nil {
+			// A token row where the task takes text: not a row of this task.
+			rerr = &gate.RowError{Rule: gate.RuleRowSchema, Detail: "a token row in a task without a model"}
+		}
 		if rerr != nil {
 			// Only an indexed submission gets here: its rows are decoded
 			// when audited, and a row that is not the row its claims line
@@ -295,7 +308,23 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 			a.Rows = append(a.Rows, ar)
 			continue
 		}
-		got, undetermined, err := RowReward(it, row.response, task.Spec.MathFuel)
+		response := row.response
+		if spec != nil {
+			in := model.SeedInput{Round: refs.Round.Digest.String(), TaskID: id, Miner: entry.Miner}
+			pc, text, err := checkProvenance(m, spec.Sampling, it, row, in)
+			if err != nil {
+				return v, err
+			}
+			ar.Provenance = &pc
+			if pc.Outcome != model.CheckOK {
+				ar.Outcome = OutcomeProvenance
+				a.ProvenanceFailures = append(a.ProvenanceFailures, id)
+				a.Rows = append(a.Rows, ar)
+				continue
+			}
+			response = text
+		}
+		got, undetermined, err := RowReward(it, response, task.Spec.MathFuel)
 		switch {
 		case err != nil:
 			v.Status, v.Reason = StatusInfraError, ReasonChecker
@@ -314,6 +343,8 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	}
 	v.Audit = a
 	switch {
+	case len(a.ProvenanceFailures) > 0:
+		v.Status, v.Reason = StatusRejected, ReasonProvenance
 	case len(a.Mismatches) > 0:
 		v.Status, v.Reason = StatusRejected, ReasonRewardMismatch
 	case len(a.Undetermined) > 0:
@@ -325,9 +356,11 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 }
 
 type row struct {
-	response    string
-	claimed     *big.Rat
-	claimedText string
+	response string
+	// prompt and completion are a token row's ids (nil in a text row).
+	prompt, completion []int
+	claimed            *big.Rat
+	claimedText        string
 }
 
 // submissionRows are a submission's rows as Decide reads them: how many, the
@@ -402,7 +435,7 @@ func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *L
 		if err != nil {
 			return err
 		}
-		out[r.TaskID] = row{response: r.Response, claimed: c, claimedText: r.RewardClaimed}
+		out[r.TaskID] = row{response: r.Response, prompt: r.PromptTokens, completion: r.CompletionTokens, claimed: c, claimedText: r.RewardClaimed}
 		counts[r.RewardClaimed]++
 		return nil
 	})
@@ -450,7 +483,7 @@ func indexedRows(fsys fs.FS, meta gate.RolloutSubmission, task *LoadedTask, lim 
 		if err != nil { // ParseClaims accepted it: cannot happen
 			return row{claimedText: c.Reward}, &gate.RowError{Rule: gate.RuleBadReward, Detail: err.Error()}, nil
 		}
-		return row{response: r.Response, claimed: claimed, claimedText: c.Reward}, nil, nil
+		return row{response: r.Response, prompt: r.PromptTokens, completion: r.CompletionTokens, claimed: claimed, claimedText: c.Reward}, nil, nil
 	}
 	return submissionRows{n: x.Len(), score: score, revision: meta.ModelRevision, get: get}, nil
 }
@@ -477,6 +510,12 @@ func (v Verdict) Details() []protocol.Detail {
 	if v.Audit != nil {
 		out = append(out, protocol.Detail{Label: "beacon", Value: v.Audit.Beacon.Text()})
 		out = append(out, protocol.Detail{Label: "audited rows", Value: fmt.Sprintf("%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))})
+		for _, r := range v.Audit.Rows {
+			if p := r.Provenance; p != nil && p.Outcome != model.CheckOK {
+				out = append(out, protocol.Detail{Label: "provenance", Value: fmt.Sprintf("%s: %s at completion position %d (claimed %d, expected %d, margin %d micro)",
+					r.TaskID, p.Outcome, p.Position, p.Claimed, p.Expected, p.MarginMicro)})
+			}
+		}
 		for _, id := range v.Audit.Mismatches {
 			out = append(out, protocol.Detail{Label: "mismatch", Value: id})
 		}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/feval/feval/cas"
+	"github.com/feval/feval/protocol/rollouts"
+	"github.com/urfave/cli/v2"
+)
+
+func rolloutsCommand(a *appEnv) *cli.Command {
+	return &cli.Command{
+		Name:        "rollouts",
+		Usage:       "miner: work with rollouts tasks that bind rows to a model",
+		Subcommands: []*cli.Command{rolloutsGenerateCommand(a)},
+	}
+}
+
+// generateResult is what rollouts generate prints.
+type generateResult struct {
+	Counts rollouts.Generated `json:"counts"`
+	// Out is the directory written: a submission feval commit takes.
+	Out string `json:"out"`
+	// ModelRevision is the model the rows were generated with, as
+	// submission.json names it.
+	ModelRevision string `json:"model_revision"`
+}
+
+func rolloutsGenerateCommand(a *appEnv) *cli.Command {
+	st, k, out := &storeOptions{}, &keyOptions{}, &outputOptions{}
+	return &cli.Command{
+		Name:      "generate",
+		Usage:     "generate every row of a round's model-bound task with the seeded sampler and the reference runtime",
+		ArgsUsage: "DIR",
+		Description: `Writes DIR/rows.jsonl, one token row per task item in task order, each the
+seeded completion of the item's prompt_tokens by the model (docs/PROTOCOL.md,
+"Seeded sampling") with the reward its response earns as its claim, then
+DIR/submission.json naming the model: a directory 'feval commit' takes. The
+sampling randomness derives from the round, the task id and your key, so the
+rows are yours alone. An interrupted run resumes: run the same command again.`,
+		Flags: flagSet([]cli.Flag{
+			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
+			&cli.StringFlag{Name: "model", Usage: "model artifact (feval pack --model) digest, prefix or tag; required"},
+			&cli.IntFlag{Name: "workers", Usage: "rows generated at once", Value: runtime.GOMAXPROCS(0)},
+		}, st.Flags(), k.Flags(), out.Flags()),
+		Action: func(c *cli.Context) error {
+			st.Parse(c)
+			k.Parse(c)
+			out.Parse(c)
+			if err := args(c, 1, "one DIR"); err != nil {
+				return err
+			}
+			if c.String("round") == "" || c.String("model") == "" {
+				return usagef("--round and --model are required")
+			}
+			if c.Int("workers") < 1 {
+				return usagef("--workers %d: want at least 1", c.Int("workers"))
+			}
+			l, err := st.Open()
+			if err != nil {
+				return err
+			}
+			round, err := cas.ResolveRef(c.Context, l, c.String("round"))
+			if err != nil {
+				return err
+			}
+			md, err := cas.ResolveRef(c.Context, l, c.String("model"))
+			if err != nil {
+				return err
+			}
+			s, err := k.Signer(a)
+			if err != nil {
+				return err
+			}
+			g, err := rollouts.NewGenerator(c.Context, l, round, md, s.Public().Fingerprint)
+			if err != nil {
+				return err
+			}
+			g.Workers = c.Int("workers")
+			if !out.JSON && !out.Quiet {
+				g.Progress = rowProgress(a.stderr, len(g.Task.Items), time.Now)
+			}
+			dir := c.Args().First()
+			res, err := g.Run(c.Context, dir)
+			if err != nil {
+				return err
+			}
+			r := generateResult{Counts: res, Out: dir, ModelRevision: md.Digest.String()}
+			return a.render(out, r, func(w *tabw) {
+				w.line("rows\t%d (%d generated, %d resumed), %d completion tokens generated", res.Rows, res.Generated, res.Resumed, res.Tokens)
+				w.line("submission\t%s (model %s): commit it with 'feval commit --round ROUND %s'", dir, r.ModelRevision, dir)
+			})
+		},
+	}
+}
+
+// rowProgress reports generated rows on w: a line at most every two seconds
+// and at the last row, with the rate and the time left.
+func rowProgress(w io.Writer, total int, now func() time.Time) func(done int) {
+	var mu sync.Mutex
+	start, first := now(), -1
+	last := start
+	return func(done int) {
+		mu.Lock()
+		defer mu.Unlock()
+		t := now()
+		if first < 0 {
+			first = done - 1 // rows resumed before this run
+		}
+		if done < total && t.Sub(last) < 2*time.Second {
+			return
+		}
+		last = t
+		rate := float64(done-first) / max(t.Sub(start).Seconds(), 1e-3)
+		left := time.Duration(float64(total-done) / max(rate, 1e-9) * float64(time.Second))
+		fmt.Fprintf(w, "generated %d/%d rows (%.0f rows/s, %s left)\n", done, total, rate, left.Round(time.Second))
+	}
+}
