@@ -81,13 +81,17 @@ test: debian-deps build tools lint node-deps
 	$(GO) test -timeout 30m ./cmd/feval
 
 # The main job end to end on the embedded local store.
-demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genoptask $(BIN)/genscentask $(BIN)/fixture-upstream
+demo: debian-deps build tools $(BIN)/genrollouts $(BIN)/genmodelround $(BIN)/genoptask $(BIN)/genscentask $(BIN)/fixture-upstream
 	./scripts/demo.sh
+	./scripts/demo-rollouts-model.sh
 	./scripts/demo-optimizer.sh
 	./scripts/demo-scenarios.sh
 
 $(BIN)/genrollouts: $(shell find fixtures -name '*.go') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genrollouts
+
+$(BIN)/genmodelround: $(shell find fixtures model protocol gate -name '*.go') go.mod go.sum
+	$(GO) build -o $@ ./fixtures/cmd/genmodelround
 
 $(BIN)/genoptask: $(shell find fixtures -name '*.go' -o -name '*.py') go.mod go.sum
 	$(GO) build -o $@ ./fixtures/cmd/genoptask

@@ -286,6 +286,10 @@ echo "## Rollouts: parsing the reference task once (a process's fixed cost)"
 go test -run '^$' -bench 'LoadTask' -benchtime 10x -cpu 1 ./protocol/rollouts/
 echo "## Rollouts: feval evaluate against feval evaluate --full, whole processes (3 rounds): a round of 8 miners in one process, and one reveal alone"
 BENCH_RUNS=3 ./scripts/bench-audit.sh
+echo "## Model-bound rollouts: generating 10,000 rows with the reference tiny model against auditing 320 of them"
+go test -run '^$' -bench 'GenerateAndAudit' -benchtime 1x -timeout 30m ./protocol/rollouts/
+echo "## Model-bound rollouts: the reference runtime's teacher-forced pass per token against plain torch (one thread each)"
+go test -run '^$' -bench 'PrefillPerToken' -benchtime 3x ./model/
 
 echo
 echo "## Sandbox: start-up of /bin/true, feval against bwrap (200 runs)"

@@ -3,11 +3,14 @@
 feval's reference runtime (package model). Reads one JSON request on stdin,
 {"dir": MODEL_DIR, "rows": [[token ids], ...]}, runs each row teacher-forced
 in float32 on one thread, and prints {"rows": [[[logits at position 0], ...],
-...]}: the next-token logits after every token of every row.
+...]}: the next-token logits after every token of every row. With "repeat": N
+in the request it times N passes over the rows instead and prints {"seconds":
+S, "tokens": T}.
 """
 import json
 import struct
 import sys
+import time
 
 import torch
 
@@ -90,6 +93,19 @@ def main():
     req = json.load(sys.stdin)
     m = Qwen3(req["dir"])
     with torch.no_grad():
+        if req.get("repeat"):
+            # Timing: every row teacher-forced, "repeat" times, after one
+            # warm-up pass; the logits are computed and dropped.
+            for ids in req["rows"]:
+                m.forward(ids)
+            start = time.perf_counter()
+            for _ in range(req["repeat"]):
+                for ids in req["rows"]:
+                    m.forward(ids)
+            seconds = time.perf_counter() - start
+            tokens = req["repeat"] * sum(len(ids) for ids in req["rows"])
+            json.dump({"seconds": seconds, "tokens": tokens}, sys.stdout)
+            return
         rows = [m.forward(ids).tolist() for ids in req["rows"]]
     json.dump({"rows": rows}, sys.stdout)
 

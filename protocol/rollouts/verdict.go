@@ -488,6 +488,9 @@ func indexedRows(fsys fs.FS, meta gate.RolloutSubmission, task *LoadedTask, lim 
 	return submissionRows{n: x.Len(), score: score, revision: meta.ModelRevision, get: get}, nil
 }
 
+// maxDetailRows bounds the failing rows Details lists one by one.
+const maxDetailRows = 10
+
 // Head returns the fields every protocol's verdict shares.
 func (v Verdict) Head() protocol.VerdictHead {
 	return protocol.VerdictHead{Protocol: v.Protocol, Status: v.Status, Reason: v.Reason, Submission: v.Submission,
@@ -509,11 +512,30 @@ func (v Verdict) Details() []protocol.Detail {
 	}
 	if v.Audit != nil {
 		out = append(out, protocol.Detail{Label: "beacon", Value: v.Audit.Beacon.Text()})
-		out = append(out, protocol.Detail{Label: "audited rows", Value: fmt.Sprintf("%d (%d mismatches, %d undetermined)", v.Audit.SampleSize, len(v.Audit.Mismatches), len(v.Audit.Undetermined))})
+		counts := fmt.Sprintf("%d mismatches, %d undetermined", len(v.Audit.Mismatches), len(v.Audit.Undetermined))
+		if v.ModelCheck != nil {
+			counts = fmt.Sprintf("%d failing provenance, ", len(v.Audit.ProvenanceFailures)) + counts
+		}
+		out = append(out, protocol.Detail{Label: "audited rows", Value: fmt.Sprintf("%d (%s)", v.Audit.SampleSize, counts)})
+		// The first failing rows, each at its first failing position; the
+		// record lists them all.
+		shown := 0
 		for _, r := range v.Audit.Rows {
 			if p := r.Provenance; p != nil && p.Outcome != model.CheckOK {
-				out = append(out, protocol.Detail{Label: "provenance", Value: fmt.Sprintf("%s: %s at completion position %d (claimed %d, expected %d, margin %d micro)",
-					r.TaskID, p.Outcome, p.Position, p.Claimed, p.Expected, p.MarginMicro)})
+				if shown == maxDetailRows {
+					out = append(out, protocol.Detail{Label: "provenance", Value: fmt.Sprintf("and %d more rows", len(v.Audit.ProvenanceFailures)-shown)})
+					break
+				}
+				text := fmt.Sprintf("%s: %s at completion position %d (claimed %d, expected %d, margin %d micro)",
+					r.TaskID, p.Outcome, p.Position, p.Claimed, p.Expected, p.MarginMicro)
+				switch p.Outcome {
+				case CheckWrongPrompt:
+					text = fmt.Sprintf("%s: wrong_prompt: the prompt tokens differ from the task's at position %d", r.TaskID, p.Position)
+				case CheckNoTokens:
+					text = fmt.Sprintf("%s: no_tokens: a text row where the task takes token rows", r.TaskID)
+				}
+				out = append(out, protocol.Detail{Label: "provenance", Value: text})
+				shown++
 			}
 		}
 		for _, id := range v.Audit.Mismatches {

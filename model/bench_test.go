@@ -1,0 +1,91 @@
+package model_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/feval/feval/fixtures/tinymodel"
+)
+
+// benchShapes are the models the per-token benchmark runs: the reference
+// tiny model, and a mid-sized one (12 M parameters) where the matrix
+// products, not the per-operation overheads, dominate.
+var benchShapes = []struct {
+	name  string
+	shape tinymodel.Shape
+}{
+	{"tiny", tinymodel.ReferenceShape},
+	{"mid", tinymodel.Shape{Hidden: 512, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 1536, Merges: 384, MaxPositions: 1024}},
+}
+
+// BenchmarkPrefillPerToken is the provenance check's cost per token: the
+// reference runtime runs a row teacher-forced, one token at a time with its
+// key/value cache and the logits of every position, as Check does. Plain
+// torch (model/testdata/qwen3_torch.py, one thread, the whole row in one
+// batched pass) runs the same weights and tokens in the same run; the
+// metrics are ns/token for each and their ratio.
+func BenchmarkPrefillPerToken(b *testing.B) {
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		b.Skipf("%s has no torch: %v", python, err)
+	}
+	for _, c := range benchShapes {
+		b.Run(c.name, func(b *testing.B) {
+			f, err := tinymodel.Generate("bench-"+c.name, testCorpus, c.shape)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := f.Load()
+			if err != nil {
+				b.Fatal(err)
+			}
+			// A row of 256 tokens: a prompt and its completion.
+			seq := make([]int, 256)
+			for i := range seq {
+				seq[i] = (i * 37) % m.Config.VocabSize
+			}
+			torchNs := torchPerToken(b, f, seq)
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				st := m.NewState()
+				for _, t := range seq {
+					st.Step(t, true)
+				}
+			}
+			goNs := float64(time.Since(start).Nanoseconds()) / float64(b.N*len(seq))
+			b.ReportMetric(goNs, "ns/token")
+			b.ReportMetric(torchNs, "torch-ns/token")
+			b.ReportMetric(goNs/torchNs, "go/torch")
+		})
+	}
+}
+
+// torchPerToken times plain torch over seq (10 passes after a warm-up) and
+// returns its ns per token.
+func torchPerToken(b *testing.B, f tinymodel.Files, seq []int) float64 {
+	b.Helper()
+	dir := b.TempDir()
+	if err := f.Write(dir); err != nil {
+		b.Fatal(err)
+	}
+	req, _ := json.Marshal(map[string]any{"dir": dir, "rows": [][]int{seq}, "repeat": 10})
+	cmd := exec.Command(python, "testdata/qwen3_torch.py")
+	cmd.Stdin = bytes.NewReader(req)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("qwen3_torch.py: %v\n%s", err, stderr.Bytes())
+	}
+	var got struct {
+		Seconds float64 `json:"seconds"`
+		Tokens  int     `json:"tokens"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.Tokens == 0 {
+		b.Fatalf("qwen3_torch.py timing %s: %v", out, err)
+	}
+	return got.Seconds * 1e9 / float64(got.Tokens)
+}
