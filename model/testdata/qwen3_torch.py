@@ -5,9 +5,15 @@ feval's reference runtime (package model). Reads one JSON request on stdin,
 in float32 on one thread, and prints {"rows": [[[logits at position 0], ...],
 ...]}: the next-token logits after every token of every row. With "repeat": N
 in the request it times N passes over the rows instead and prints {"seconds":
-S, "tokens": T}.
+S, "tokens": T}. With "checks": [{"prompt", "completion", "seed": {"round",
+"task_id", "miner"}, "sampling": {...}}, ...] it runs the provenance check of
+docs/PROTOCOL.md ("Seeded sampling") on each and prints {"checks": [{"outcome",
+"position", "claimed_token", "expected_token", "margin_micro", "near_ties",
+"near_tie_margin_micro"}, ...]}.
 """
+import hashlib
 import json
+import math
 import struct
 import sys
 import time
@@ -89,10 +95,89 @@ class Qwen3:
         return self.rms(x, self.w["model.norm.weight"]) @ self.lm.T
 
 
+# The provenance check of docs/PROTOCOL.md "Seeded sampling", written from
+# that text: the second implementation of model.Check, on torch's logits.
+
+TAG = b"feval/rollouts/sample/v1"
+MARGIN_CAP = 10**15
+
+
+def position_key(seed, pos):
+    h = hashlib.sha256()
+    for s in (TAG, seed["round"].encode(), seed["task_id"].encode(), seed["miner"].encode()):
+        h.update(s + b"\0")
+    h.update(pos.to_bytes(4, "big"))
+    return h.digest()
+
+
+def noise(key, vocab):
+    g = []
+    for j in range((vocab + 3) // 4):
+        blk = hashlib.sha256(key + j.to_bytes(4, "big")).digest()
+        for k in range(4):
+            if 4 * j + k == vocab:
+                break
+            x = int.from_bytes(blk[8 * k:8 * k + 8], "big")
+            u = ((x >> 11) + 0.5) * 2.0 ** -53
+            g.append(-math.log(-math.log(u)))
+    return g
+
+
+def choice(scores):
+    best = 0
+    for i, s in enumerate(scores):
+        if s > scores[best]:
+            best = i
+    return best
+
+
+def margin_micro(scores, c, claimed):
+    if claimed < 0 or claimed >= len(scores):
+        return MARGIN_CAP
+    d = (scores[c] - scores[claimed]) * 1e6
+    if not d < MARGIN_CAP:
+        return MARGIN_CAP
+    return math.floor(d)
+
+
+def check(m, prompt, completion, seed, s):
+    eos = m.c["eos_token_id"]
+    eos = set(eos if isinstance(eos, list) else [eos])
+    r = {"outcome": "ok", "position": 0, "claimed_token": 0, "expected_token": 0,
+         "margin_micro": 0, "near_ties": 0, "near_tie_margin_micro": 0}
+    n, limit = len(completion), s["max_new_tokens"]
+    if n == 0 or n > limit:
+        r.update(outcome="termination", position=min(n, limit))
+        return r
+    logits = m.forward(prompt + completion).tolist()
+    for p, claimed in enumerate(completion):
+        l = logits[len(prompt) - 1 + p]
+        g = noise(position_key(seed, p), len(l))
+        scores = [(x * 1000) / s["temperature_milli"] + gi for x, gi in zip(l, g)]
+        c = choice(scores)
+        if claimed != c:
+            mg = margin_micro(scores, c, claimed)
+            if mg > s["epsilon_micro"] or r["near_ties"] >= s["near_tie_budget"]:
+                r.update(outcome="token", position=p, claimed_token=claimed, expected_token=c, margin_micro=mg)
+                return r
+            r["near_ties"] += 1
+            r["near_tie_margin_micro"] = max(r["near_tie_margin_micro"], mg)
+        if claimed in eos and p != n - 1:
+            r.update(outcome="termination", position=p, claimed_token=claimed, expected_token=c)
+            return r
+    if completion[-1] not in eos and n < limit:
+        r.update(outcome="termination", position=n)
+    return r
+
+
 def main():
     req = json.load(sys.stdin)
     m = Qwen3(req["dir"])
     with torch.no_grad():
+        if "checks" in req:
+            out = [check(m, c["prompt"], c["completion"], c["seed"], c["sampling"]) for c in req["checks"]]
+            json.dump({"checks": out}, sys.stdout)
+            return
         if req.get("repeat"):
             # Timing: every row teacher-forced, "repeat" times, after one
             # warm-up pass; the logits are computed and dropped.

@@ -361,7 +361,7 @@ func TestProvenance(t *testing.T) {
 	first := firstFailure(t, swapped)
 	if swapped.Status != rollouts.StatusRejected || swapped.Reason != rollouts.ReasonProvenance || len(swapped.Audit.ProvenanceFailures) != 1 ||
 		first.TaskID != e.loaded.Items[3].TaskID || first.Provenance.Outcome != model.CheckToken || first.Provenance.Position != 1 ||
-		first.Provenance.Claimed != swappedTo || first.Provenance.Expected != swappedFrom || first.Provenance.MarginMicro <= fx.ReferenceSampling.EpsilonMicro {
+		first.Provenance.ClaimedToken != swappedTo || first.Provenance.ExpectedToken != swappedFrom || first.Provenance.MarginMilli*1000 < fx.ReferenceSampling.EpsilonMicro {
 		t.Errorf("swapped token: %s %s, failures %v, first %+v %+v", swapped.Status, swapped.Reason, swapped.Audit.ProvenanceFailures, first, first.Provenance)
 	}
 	found := false

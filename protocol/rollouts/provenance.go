@@ -3,7 +3,10 @@ package rollouts
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
+	"github.com/feval/feval/gate"
 	"github.com/feval/feval/model"
 )
 
@@ -27,9 +30,27 @@ const (
 	CheckBadTokens   = "bad_tokens"
 )
 
-// Provenance is the record of one audited row's check: model.RowCheck, whose
-// members are integers and fixed strings only.
-type Provenance = model.RowCheck
+// Provenance is the record of one audited row's check: model.RowCheck with
+// its margins in thousandths of a score unit (rounded down). A decision
+// compares the margin in millionths with ε; the record keeps thousandths so
+// that another runtime, whose logits differ from the reference's in the last
+// bits, rebuilds the same record unless a margin lies on a thousandth's edge
+// (docs/DECISIONS.md).
+type Provenance struct {
+	Outcome            string `json:"outcome"`
+	Position           int    `json:"position"`
+	ClaimedToken       int    `json:"claimed_token"`
+	ExpectedToken      int    `json:"expected_token"`
+	MarginMilli        int64  `json:"margin_milli"`
+	NearTies           int    `json:"near_ties"`
+	NearTieMarginMilli int64  `json:"near_tie_margin_milli"`
+}
+
+// provenanceOf is the record of a model check.
+func provenanceOf(c model.RowCheck) Provenance {
+	return Provenance{Outcome: c.Outcome, Position: c.Position, ClaimedToken: c.Claimed, ExpectedToken: c.Expected,
+		MarginMilli: c.MarginMicro / 1000, NearTies: c.NearTies, NearTieMarginMilli: c.NearTieMarginMicro / 1000}
+}
 
 // checkProvenance checks one audited row of a model-bound task: a token row
 // whose prompt_tokens are the item's and whose completion is the seeded
@@ -45,7 +66,7 @@ func checkProvenance(m *model.Model, s model.Sampling, it Item, r row, in model.
 	}
 	for i, id := range r.completion {
 		if id >= m.Config.VocabSize {
-			return Provenance{Outcome: CheckBadTokens, Position: i, Claimed: id}, "", nil
+			return Provenance{Outcome: CheckBadTokens, Position: i, ClaimedToken: id}, "", nil
 		}
 	}
 	pc, err := m.Check(r.prompt, r.completion, in, s)
@@ -58,9 +79,9 @@ func checkProvenance(m *model.Model, s model.Sampling, it Item, r row, in model.
 		return Provenance{}, "", fmt.Errorf("checking provenance: %w", err)
 	}
 	if pc.Outcome != model.CheckOK {
-		return pc, "", nil
+		return provenanceOf(pc), "", nil
 	}
-	return pc, m.ResponseText(r.completion), nil
+	return provenanceOf(pc), m.ResponseText(r.completion), nil
 }
 
 func equalIDs(a, b []int) bool {
@@ -79,4 +100,50 @@ func firstDifference(a, b []int) int {
 		return min(len(a), len(b))
 	}
 	return -1
+}
+
+// checkedRow is an audited row of a model-bound task with its provenance
+// check (for a row that is not malformed).
+type checkedRow struct {
+	row        row
+	rerr       *gate.RowError
+	provenance Provenance
+	text       string
+}
+
+// checkSampled reads the audited rows ids of a model-bound task, in order,
+// then checks their provenance on every CPU, each row with its own state of
+// the shared model.
+func checkSampled(m *model.Model, s model.Sampling, task *LoadedTask, rows submissionRows, ids []string, round, miner string) ([]checkedRow, error) {
+	out := make([]checkedRow, len(ids))
+	for i, id := range ids {
+		r, rerr, err := rows.get(id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = checkedRow{row: r, rerr: rerr}
+	}
+	next := make(chan int)
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				c := &out[i]
+				if c.rerr != nil {
+					continue
+				}
+				it, _ := task.Item(ids[i])
+				c.provenance, c.text, errs[i] = checkProvenance(m, s, it, c.row, model.SeedInput{Round: round, TaskID: ids[i], Miner: miner})
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
 }

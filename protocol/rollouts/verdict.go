@@ -288,9 +288,23 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 		ids = scoring.SampleRows(seed, ids, task.Spec.AuditRows)
 	}
 	a.SampleSize = len(ids)
-	for _, id := range ids {
+	var checked []checkedRow
+	if spec != nil {
+		// The provenance checks, one pass of the model per row, run on
+		// every CPU; their results do not depend on the order.
+		if checked, err = checkSampled(m, spec.Sampling, task, rows, ids, refs.Round.Digest.String(), entry.Miner); err != nil {
+			return v, err
+		}
+	}
+	fetch := func(i int, id string) (row, *gate.RowError, error) {
+		if checked != nil {
+			return checked[i].row, checked[i].rerr, nil
+		}
+		return rows.get(id)
+	}
+	for i, id := range ids {
 		it, _ := task.Item(id)
-		row, rerr, err := rows.get(id)
+		row, rerr, err := fetch(i, id)
 		if err != nil {
 			return v, err
 		}
@@ -310,11 +324,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 		}
 		response := row.response
 		if spec != nil {
-			in := model.SeedInput{Round: refs.Round.Digest.String(), TaskID: id, Miner: entry.Miner}
-			pc, text, err := checkProvenance(m, spec.Sampling, it, row, in)
-			if err != nil {
-				return v, err
-			}
+			pc, text := checked[i].provenance, checked[i].text
 			ar.Provenance = &pc
 			if pc.Outcome != model.CheckOK {
 				ar.Outcome = OutcomeProvenance
@@ -526,8 +536,8 @@ func (v Verdict) Details() []protocol.Detail {
 					out = append(out, protocol.Detail{Label: "provenance", Value: fmt.Sprintf("and %d more rows", len(v.Audit.ProvenanceFailures)-shown)})
 					break
 				}
-				text := fmt.Sprintf("%s: %s at completion position %d (claimed %d, expected %d, margin %d micro)",
-					r.TaskID, p.Outcome, p.Position, p.Claimed, p.Expected, p.MarginMicro)
+				text := fmt.Sprintf("%s: %s at completion position %d (claimed %d, expected %d, margin %d.%03d)",
+					r.TaskID, p.Outcome, p.Position, p.ClaimedToken, p.ExpectedToken, p.MarginMilli/1000, p.MarginMilli%1000)
 				switch p.Outcome {
 				case CheckWrongPrompt:
 					text = fmt.Sprintf("%s: wrong_prompt: the prompt tokens differ from the task's at position %d", r.TaskID, p.Position)
