@@ -9,6 +9,7 @@ import (
 
 	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/model"
 	"github.com/feval/feval/policy"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
@@ -70,7 +71,7 @@ func exitCode(err error) int {
 	case errors.Is(err, protocol.ErrGate), errors.Is(err, rollouts.ErrModelRefused), errors.Is(err, bundle.ErrMalformedRecord), errors.Is(err, protocol.ErrMalformed),
 		errors.Is(err, rollouts.ErrTask), errors.Is(err, policy.ErrPack), errors.Is(err, policy.ErrStart):
 		return exitRejected
-	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry), errors.Is(err, sandbox.ErrUnavailable):
+	case errors.Is(err, cas.ErrUnreachable), errors.Is(err, cas.ErrRegistry), errors.Is(err, sandbox.ErrUnavailable), errors.Is(err, model.ErrRuntime):
 		return exitUnavailable
 	case errors.Is(err, bundle.ErrVerify), errors.Is(err, cas.ErrDigestMismatch), errors.Is(err, cas.ErrSizeMismatch),
 		errors.Is(err, bundle.ErrNoTrustedSignature), errors.Is(err, bundle.ErrBadSignature),

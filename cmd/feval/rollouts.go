@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/feval/feval/cas"
+	"github.com/feval/feval/model"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/urfave/cli/v2"
 )
@@ -41,11 +43,15 @@ seeded completion of the item's prompt_tokens by the model (docs/PROTOCOL.md,
 "Seeded sampling") with the reward its response earns as its claim, then
 DIR/submission.json naming the model: a directory 'feval commit' takes. The
 sampling randomness derives from the round, the task id and your key, so the
-rows are yours alone. An interrupted run resumes: run the same command again.`,
+rows are yours alone. An interrupted run resumes: run the same command again.
+With --runtime, an external runtime (torch on a GPU, for a large model)
+generates instead of the reference runtime, through the process protocol of
+docs/PROTOCOL.md "External runtimes"; validators check its rows as any.`,
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "model", Usage: "model artifact (feval pack --model) digest, prefix or tag; required"},
 			&cli.IntFlag{Name: "workers", Usage: "rows generated at once", Value: runtime.GOMAXPROCS(0)},
+			&cli.StringFlag{Name: "runtime", Usage: "an external runtime's command line (words split at spaces) speaking the process protocol of docs/PROTOCOL.md 'External runtimes'; default: the reference runtime in feval"},
 		}, st.Flags(), k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -81,6 +87,14 @@ rows are yours alone. An interrupted run resumes: run the same command again.`,
 				return err
 			}
 			g.Workers = c.Int("workers")
+			if argv := strings.Fields(c.String("runtime")); len(argv) > 0 {
+				p, err := model.StartProcess(argv, a.stderr)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				g.Model, g.Workers = p, 1 // it answers one request at a time
+			}
 			if !out.JSON && !out.Quiet {
 				g.Progress = rowProgress(a.stderr, len(g.Task.Items), time.Now)
 			}

@@ -41,6 +41,12 @@ func TestScripts(t *testing.T) {
 		testenv.Tool(t, tool)
 	}
 	sandboxInit := buildSandboxInit(t)
+	// The torch runtime of the model package's tests, as an external
+	// runtime of feval rollouts generate ($TORCH_RUNTIME).
+	torchRuntime, err := filepath.Abs("../../model/testdata/qwen3_torch.py")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Every --json output of every script is checked against its schema.
 	schemas, err := filepath.Abs(schemaDir)
 	if err != nil {
@@ -63,6 +69,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
 			env.Setenv("DOCKER_CONFIG", filepath.Join(home, "docker"))
 			env.Setenv("REGISTRY", reg.Addr)
+			env.Setenv("TORCH_RUNTIME", torchRuntime)
 			env.Setenv("REGISTRY_ROOT", reg.Root)
 			env.Setenv("FEVAL_STORE", filepath.Join(env.WorkDir, "store"))
 			env.Setenv("FEVAL_KEY", filepath.Join(env.WorkDir, "keys", "me.key"))

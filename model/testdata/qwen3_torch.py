@@ -9,7 +9,9 @@ S, "tokens": T}. With "checks": [{"prompt", "completion", "seed": {"round",
 "task_id", "miner"}, "sampling": {...}}, ...] it runs the provenance check of
 docs/PROTOCOL.md ("Seeded sampling") on each and prints {"checks": [{"outcome",
 "position", "claimed_token", "expected_token", "margin_micro", "near_ties",
-"near_tie_margin_micro"}, ...]}.
+"near_tie_margin_micro"}, ...]}. Run as "qwen3_torch.py --serve MODEL_DIR" it is
+an external runtime (docs/PROTOCOL.md "External runtimes"): it generates with
+the seeded sampler, one JSON request per line.
 """
 import hashlib
 import json
@@ -170,7 +172,40 @@ def check(m, prompt, completion, seed, s):
     return r
 
 
+def generate(m, prompt, seed, s):
+    eos = m.c["eos_token_id"]
+    eos = set(eos if isinstance(eos, list) else [eos])
+    out = []
+    while len(out) < s["max_new_tokens"]:
+        l = m.forward(prompt + out)[-1].tolist()
+        g = noise(position_key(seed, len(out)), len(l))
+        c = choice([(x * 1000) / s["temperature_milli"] + gi for x, gi in zip(l, g)])
+        out.append(c)
+        if c in eos:
+            break
+    return out
+
+
+def serve(d):
+    """An external runtime of docs/PROTOCOL.md "External runtimes": one JSON
+    request per line on stdin, one answer per line on stdout."""
+    m = Qwen3(d)
+    with torch.no_grad():
+        for line in sys.stdin:
+            try:
+                r = json.loads(line)
+                seed = {"round": r["round"], "task_id": r["task_id"], "miner": r["miner"]}
+                ans = {"completion": generate(m, r["prompt"], seed, r["sampling"])}
+            except Exception as e:  # the answer says why; the next request still runs
+                ans = {"error": "%s: %s" % (type(e).__name__, e)}
+            sys.stdout.write(json.dumps(ans) + "\n")
+            sys.stdout.flush()
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        serve(sys.argv[2])
+        return
     req = json.load(sys.stdin)
     m = Qwen3(req["dir"])
     with torch.no_grad():
