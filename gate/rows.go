@@ -231,6 +231,7 @@ func scanRow(b []byte) (Row, *RowError) {
 			if i >= len(b) {
 				return syntax("value expected")
 			}
+			idx := -1
 			if key == "prompt_tokens" || key == "completion_tokens" {
 				ids, next, detail := scanIDs(b, i)
 				if detail != "" {
@@ -240,47 +241,33 @@ func scanRow(b []byte) (Row, *RowError) {
 					return schema("field %q must be a list of token ids", key)
 				}
 				i = skipWS(b, next)
-				idx := 4
 				if key == "prompt_tokens" {
-					row.PromptTokens = ids
+					idx, row.PromptTokens = 4, ids
 				} else {
 					idx, row.CompletionTokens = 5, ids
 				}
-				if seen[idx] {
-					return schema("duplicate field %q", key)
+			} else {
+				if b[i] != '"' {
+					return schema("field %q must be a string", key)
 				}
-				seen[idx] = true
-				if i < len(b) && b[i] == ',' {
-					i = skipWS(b, i+1)
-					continue
+				val, next, ok := scanString(b, i)
+				if !ok {
+					return syntax("invalid string")
 				}
-				if i < len(b) && b[i] == '}' {
-					i++
-					break
+				i = skipWS(b, next)
+				switch key {
+				case "task_id":
+					idx, row.TaskID = 0, val
+				case "response":
+					idx, row.Response = 1, val
+				case "reward_claimed":
+					idx, row.RewardClaimed = 2, val
+				case "trace":
+					v := val
+					idx, row.Trace = 3, &v
+				default:
+					return schema("unknown field %q", key)
 				}
-				return syntax("',' or '}' expected")
-			}
-			if b[i] != '"' {
-				return schema("field %q must be a string", key)
-			}
-			val, next, ok := scanString(b, i)
-			if !ok {
-				return syntax("invalid string")
-			}
-			i = skipWS(b, next)
-			idx := -1
-			switch key {
-			case "task_id":
-				idx, row.TaskID = 0, val
-			case "response":
-				idx, row.Response = 1, val
-			case "reward_claimed":
-				idx, row.RewardClaimed = 2, val
-			case "trace":
-				v := val
-				idx, row.Trace = 3, &v
-			default:
-				return schema("unknown field %q", key)
 			}
 			if seen[idx] {
 				return schema("duplicate field %q", key)

@@ -1,8 +1,6 @@
 package model_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"os/exec"
 	"testing"
 	"time"
@@ -71,21 +69,13 @@ func torchPerToken(b *testing.B, f tinymodel.Files, seq []int) float64 {
 	if err := f.Write(dir); err != nil {
 		b.Fatal(err)
 	}
-	req, _ := json.Marshal(map[string]any{"dir": dir, "rows": [][]int{seq}, "repeat": 10})
-	cmd := exec.Command(python, "testdata/qwen3_torch.py")
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("qwen3_torch.py: %v\n%s", err, stderr.Bytes())
-	}
 	var got struct {
 		Seconds float64 `json:"seconds"`
 		Tokens  int     `json:"tokens"`
 	}
-	if err := json.Unmarshal(out, &got); err != nil || got.Tokens == 0 {
-		b.Fatalf("qwen3_torch.py timing %s: %v", out, err)
+	runTorch(b, map[string]any{"dir": dir, "rows": [][]int{seq}, "repeat": 10}, &got)
+	if got.Tokens == 0 {
+		b.Fatal("qwen3_torch.py timed no tokens")
 	}
 	return got.Seconds * 1e9 / float64(got.Tokens)
 }

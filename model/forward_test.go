@@ -131,6 +131,26 @@ func TestTorchCrossCheck(t *testing.T) {
 	}
 }
 
+// runTorch sends req to testdata/qwen3_torch.py as JSON and decodes its
+// answer into out.
+func runTorch(t testing.TB, req, out any) {
+	t.Helper()
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python, "testdata/qwen3_torch.py")
+	cmd.Stdin = bytes.NewReader(b)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if b, err = cmd.Output(); err != nil {
+		t.Fatalf("qwen3_torch.py: %v\n%s", err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("qwen3_torch.py answered %.200s: %v", b, err)
+	}
+}
+
 func torchAgrees(t *testing.T, m *model.Model, f tinymodel.Files) {
 	dir := t.TempDir()
 	if err := f.Write(dir); err != nil {
@@ -161,21 +181,10 @@ func torchAgrees(t *testing.T, m *model.Model, f tinymodel.Files) {
 		rows = append(rows, append(append([]int(nil), p...), out...))
 		goLogits = append(goLogits, nil)
 	}
-	req, _ := json.Marshal(map[string]any{"dir": dir, "rows": rows})
-	cmd := exec.Command(python, "testdata/qwen3_torch.py")
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("qwen3_torch.py: %v\n%s", err, stderr.Bytes())
-	}
 	var got struct {
 		Rows [][][]float64 `json:"rows"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	runTorch(t, map[string]any{"dir": dir, "rows": rows}, &got)
 	if len(got.Rows) != len(rows) {
 		t.Fatalf("torch gave %d rows, want %d", len(got.Rows), len(rows))
 	}

@@ -204,13 +204,12 @@ func (m *Model) ResponseText(completion []int) string {
 	if n := len(completion); n > 0 && m.Config.IsEOS(completion[n-1]) {
 		completion = completion[:n-1]
 	}
-	var b []byte
+	known := make([]int, 0, len(completion))
 	for _, id := range completion {
-		if !m.Tokenizer.Known(id) {
-			continue
+		if m.Tokenizer.Known(id) {
+			known = append(known, id)
 		}
-		d, _ := m.Tokenizer.Decode([]int{id})
-		b = append(b, d...)
 	}
+	b, _ := m.Tokenizer.Decode(known) // every id is known
 	return Text(b)
 }

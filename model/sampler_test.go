@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/feval/feval/fixtures/tinymodel"
 	"github.com/feval/feval/model"
 )
 
@@ -108,19 +109,29 @@ func runnerUp(scores []float64) (choice, second int, marginMicro int64) {
 	return choice, second, model.MarginMicro(scores, choice, second)
 }
 
-func TestCheckRejects(t *testing.T) {
-	m, _ := tiny(t)
-	p, in := prompt(t, m, 1), seedFor("row")
-	s := sampling
-	s.MaxNewTokens = 12
-	out, err := m.Generate(p, in, s)
+// nearTie is a generated row of 12 tokens and the same row with the
+// runner-up token at the position of the smallest runner-up margin (an end
+// of sequence excepted), completed from there with the seeded sampler.
+type nearTie struct {
+	prompt, out []int
+	in          model.SeedInput
+	s           model.Sampling
+	best, token int   // the position and its runner-up
+	margin      int64 // the runner-up's margin there
+	tied        []int
+}
+
+func nearTieRow(t *testing.T, m *model.Model) nearTie {
+	t.Helper()
+	r := nearTie{prompt: prompt(t, m, 1), in: seedFor("row"), s: sampling, best: -1, margin: math.MaxInt64}
+	r.s.MaxNewTokens = 12
+	out, err := m.Generate(r.prompt, r.in, r.s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The position of the smallest runner-up margin: a near tie.
-	best, bestMargin, bestTok := -1, int64(math.MaxInt64), 0
+	r.out = out
 	for pos := range out {
-		sc, err := m.PositionScores(p, out, pos, in, s)
+		sc, err := m.PositionScores(r.prompt, out, pos, r.in, r.s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,14 +139,21 @@ func TestCheckRejects(t *testing.T) {
 		if c != out[pos] {
 			t.Fatalf("position %d: PositionScores chooses %d, generation %d", pos, c, out[pos])
 		}
-		if mg < bestMargin && !m.Config.IsEOS(second) {
-			best, bestMargin, bestTok = pos, mg, second
+		if mg < r.margin && !m.Config.IsEOS(second) {
+			r.best, r.margin, r.token = pos, mg, second
 		}
 	}
-	tied, err := m.Complete(p, append(append([]int(nil), out[:best]...), bestTok), in, s)
-	if err != nil {
+	if r.tied, err = m.Complete(r.prompt, append(append([]int(nil), out[:r.best]...), r.token), r.in, r.s); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func TestCheckRejects(t *testing.T) {
+	m, _ := tiny(t)
+	r := nearTieRow(t, m)
+	p, in, s, out := r.prompt, r.in, r.s, r.out
+	best, bestMargin, bestTok, tied := r.best, r.margin, r.token, r.tied
 	swapped := append([]int(nil), out...)
 	swapped[0] = (out[0] + 1) % m.Config.VocabSize
 	sc0, _ := m.PositionScores(p, out, 0, in, s)
@@ -190,15 +208,7 @@ func TestCheckRejects(t *testing.T) {
 // original model fails the check on most rows.
 func TestPerturbedWeightsFail(t *testing.T) {
 	m, f := tiny(t)
-	w := append([]byte(nil), f.Weights...)
-	// Multiply the floats of the data section in turn by 0.97, 1 and 1.03:
-	// the header is the first 8+n bytes.
-	n := int(binary.LittleEndian.Uint64(w[:8]))
-	for i := 8 + n; i+4 <= len(w); i += 4 {
-		v := math.Float32frombits(binary.LittleEndian.Uint32(w[i:]))
-		binary.LittleEndian.PutUint32(w[i:], math.Float32bits(v*(1+0.03*float32(i/4%3-1))))
-	}
-	pm, err := model.Load(f.Config, f.Tokenizer, w, model.DefaultLimits)
+	pm, err := model.Load(f.Config, f.Tokenizer, tinymodel.Perturb(f.Weights), model.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,6 @@
 package model_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"math"
 	"os/exec"
 	"testing"
 
@@ -40,28 +37,8 @@ func TestSecondVerifierAgrees(t *testing.T) {
 		}
 		cases = append(cases, tcase{"honest", p, out, in, sampling})
 	}
-	p, in := prompt(t, m, 1), seedFor("row")
-	s := sampling
-	s.MaxNewTokens = 12
-	out, err := m.Generate(p, in, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	best, bestMargin, bestTok := -1, int64(math.MaxInt64), 0
-	for pos := range out {
-		sc, err := m.PositionScores(p, out, pos, in, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, second, mg := runnerUp(sc)
-		if mg < bestMargin && !m.Config.IsEOS(second) {
-			best, bestMargin, bestTok = pos, mg, second
-		}
-	}
-	tied, err := m.Complete(p, append(append([]int(nil), out[:best]...), bestTok), in, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := nearTieRow(t, m)
+	p, in, s, out, bestMargin, tied := r.prompt, r.in, r.s, r.out, r.margin, r.tied
 	swapped := append([]int(nil), out...)
 	swapped[0] = (out[0] + 1) % m.Config.VocabSize
 	with := func(eps int64, budget int) model.Sampling {
@@ -97,20 +74,12 @@ func TestSecondVerifierAgrees(t *testing.T) {
 	for _, c := range cases {
 		checks = append(checks, check{c.prompt, c.completion, seed{c.in.Round, c.in.TaskID, c.in.Miner}, c.s})
 	}
-	req, _ := json.Marshal(map[string]any{"dir": dir, "checks": checks})
-	cmd := exec.Command(python, "testdata/qwen3_torch.py")
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("qwen3_torch.py: %v\n%s", err, stderr.Bytes())
-	}
 	var got struct {
 		Checks []model.RowCheck `json:"checks"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil || len(got.Checks) != len(cases) {
-		t.Fatalf("qwen3_torch.py gave %s: %v", b, err)
+	runTorch(t, map[string]any{"dir": dir, "checks": checks}, &got)
+	if len(got.Checks) != len(cases) {
+		t.Fatalf("qwen3_torch.py gave %d checks for %d cases", len(got.Checks), len(cases))
 	}
 	outcomes := map[string]bool{}
 	for i, c := range cases {

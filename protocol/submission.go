@@ -59,7 +59,7 @@ func PackSubmission(ctx context.Context, l *cas.Layout, s *bundle.Signer, path s
 // is refused (ErrModelRevision).
 func PackSubmissionSigner(ctx context.Context, l *cas.Layout, signer func() (*bundle.Signer, error), path string, opts bundle.PackOptions) (bundle.Packed, error) {
 	if opts.Subject == nil {
-		subj, err := ModelSubject(ctx, l, path)
+		subj, _, err := ModelSubject(ctx, l, path)
 		if err != nil {
 			return bundle.Packed{}, err
 		}
@@ -95,34 +95,35 @@ var ErrModelRevision = errors.New("model_revision is not a model artifact")
 
 // ModelSubject returns the subject a rollouts submission directory is packed
 // with: the model artifact its submission.json's model_revision names, when
-// that is a sha256 digest of a manifest in l. It returns nil for anything
-// else (no submission.json, a git commit, a digest not in l): a task that
-// binds rows to a model refuses such a submission when it is evaluated, and
-// feval commit refuses it before anything is written.
-func ModelSubject(ctx context.Context, l *cas.Layout, dir string) (*ocispec.Descriptor, error) {
+// that is a sha256 digest of a manifest in l, and the model_revision read. It
+// returns no subject for anything else (no submission.json, a git commit, a
+// digest not in l): a task that binds rows to a model refuses such a
+// submission when it is evaluated, and feval commit refuses it before
+// anything is written.
+func ModelSubject(ctx context.Context, l *cas.Layout, dir string) (subject *ocispec.Descriptor, revision string, err error) {
 	meta, err := os.ReadFile(filepath.Join(dir, gate.RolloutSubmissionFile))
 	if err != nil || len(meta) > gate.MaxRowsIndexMeta {
-		return nil, nil
+		return nil, "", nil
 	}
 	sub, vs := gate.ParseRolloutSubmission(meta)
 	if len(vs) > 0 || !strings.HasPrefix(sub.ModelRevision, "sha256:") {
-		return nil, nil
+		return nil, sub.ModelRevision, nil
 	}
 	d, err := l.Resolve(ctx, sub.ModelRevision)
 	if errors.Is(err, cas.ErrNotFound) {
-		return nil, nil
+		return nil, sub.ModelRevision, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	node, _, err := cas.FetchNode(ctx, l, d)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if node.ArtifactType != bundle.ArtifactTypeModelManifest {
-		return nil, fmt.Errorf("%w: %s names a %q artifact", ErrModelRevision, sub.ModelRevision, node.ArtifactType)
+		return nil, "", fmt.Errorf("%w: %s names a %q artifact", ErrModelRevision, sub.ModelRevision, node.ArtifactType)
 	}
-	return &ocispec.Descriptor{MediaType: d.MediaType, ArtifactType: node.ArtifactType, Digest: d.Digest, Size: d.Size}, nil
+	return &ocispec.Descriptor{MediaType: d.MediaType, ArtifactType: node.ArtifactType, Digest: d.Digest, Size: d.Size}, sub.ModelRevision, nil
 }
 
 func rawLayer(w bundle.BlobWriter, mediaType, title string, b []byte) (ocispec.Descriptor, error) {

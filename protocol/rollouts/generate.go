@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/feval/feval/cas"
@@ -140,7 +141,7 @@ func (g *Generator) Run(ctx context.Context, dir string) (Generated, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := writeAtomic(filepath.Join(dir, gate.RolloutSubmissionFile), append(sub, '\n')); err != nil {
+	if err := cas.WriteFileAtomic(filepath.Join(dir, gate.RolloutSubmissionFile), append(sub, '\n')); err != nil {
 		return res, err
 	}
 	return res, os.Remove(filepath.Join(dir, generateStateFile))
@@ -190,7 +191,7 @@ func (g *Generator) resume(dir string) (int, error) {
 		if err := removeTemporary(dir); err != nil {
 			return 0, err
 		}
-		return 0, writeAtomic(statePath, want)
+		return 0, cas.WriteFileAtomic(statePath, want)
 	case err != nil:
 		return 0, err
 	case !bytes.Equal(bytes.TrimSpace(state), want):
@@ -216,7 +217,7 @@ func (g *Generator) resume(dir string) (int, error) {
 			return 0, err
 		}
 		r, rerr := gate.ParseRow(line[:len(line)-1])
-		if rerr != nil || r.TaskID != g.Task.Items[n].TaskID || !equalIDs(r.PromptTokens, g.Task.Items[n].PromptTokens) {
+		if rerr != nil || r.TaskID != g.Task.Items[n].TaskID || !slices.Equal(r.PromptTokens, g.Task.Items[n].PromptTokens) {
 			break // not this generation's row: regenerated from here
 		}
 		kept += int64(len(line))
@@ -227,37 +228,18 @@ func (g *Generator) resume(dir string) (int, error) {
 	return n, f.Sync()
 }
 
-// removeTemporary removes the temporary files an interrupted writeAtomic
-// left in dir.
+// removeTemporary removes the temporary files an interrupted
+// cas.WriteFileAtomic of the state file or submission.json left in dir.
 func removeTemporary(dir string) error {
-	tmps, _ := filepath.Glob(filepath.Join(dir, ".tmp-*"))
-	for _, t := range tmps {
-		if err := os.Remove(t); err != nil {
-			return err
+	for _, name := range []string{generateStateFile, gate.RolloutSubmissionFile} {
+		tmps, _ := filepath.Glob(filepath.Join(dir, "."+name+"-*"))
+		for _, t := range tmps {
+			if err := os.Remove(t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
-}
-
-// writeAtomic writes b to path through a temporary file and a rename.
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // NewGenerator prepares the generation of a miner's rows for a round of a

@@ -49,7 +49,7 @@ func TestGenerateResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("x"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ".submission.json-123"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

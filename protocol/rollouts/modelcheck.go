@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
-	"github.com/feval/feval/gate"
 	"github.com/feval/feval/model"
 	"github.com/feval/feval/protocol"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -45,7 +41,7 @@ type ModelCheck struct {
 // tokenizer.json must be the task's. A refusal is a ModelCheck with status
 // ModelRefused and a nil model; an error is the store's (the model is
 // collected with the submission, so a missing blob is the validator's).
-func checkModel(ctx context.Context, st cas.Store, sub ocispec.Descriptor, revision string, spec *ModelSpec) (ModelCheck, *model.Model, error) {
+func checkModel(ctx context.Context, st cas.Store, subj *ocispec.Descriptor, revision string, spec *ModelSpec) (ModelCheck, *model.Model, error) {
 	mc := ModelCheck{Revision: revision, Status: ModelRefused}
 	refuse := func(format string, a ...any) (ModelCheck, *model.Model, error) {
 		mc.Detail = fmt.Sprintf(format, a...)
@@ -54,11 +50,6 @@ func checkModel(ctx context.Context, st cas.Store, sub ocispec.Descriptor, revis
 	if !strings.HasPrefix(revision, "sha256:") {
 		return refuse("model_revision %s is a git commit: this task needs the sha256 digest of a model artifact committed with the submission", revision)
 	}
-	art, err := bundle.Load(ctx, st, sub)
-	if err != nil {
-		return mc, nil, err
-	}
-	subj := art.Manifest.Subject
 	if subj == nil || subj.Digest.String() != revision {
 		return refuse("the submission does not carry model %s as its subject: pack the model into the store before committing (feval pack --model)", revision)
 	}
@@ -111,25 +102,20 @@ func PreCheckModel(ctx context.Context, l *cas.Layout, round ocispec.Descriptor,
 	if err != nil || task.Spec.Model == nil {
 		return err
 	}
-	subj, err := protocol.ModelSubject(ctx, l, dir)
+	subj, revision, err := protocol.ModelSubject(ctx, l, dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w; nothing was committed", ErrModelRefused, err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, gate.RolloutSubmissionFile))
-	if err != nil {
-		return err
-	}
-	meta, _ := gate.ParseRolloutSubmission(b) // the gate checked it
 	if subj == nil {
 		return fmt.Errorf("%w: this task binds rows to a model, and model_revision %q is not a model artifact in this store: pack the model first (feval pack --model --kind model DIR) and name its digest; nothing was committed",
-			ErrModelRefused, meta.ModelRevision)
+			ErrModelRefused, revision)
 	}
-	mc, _, err := checkModelArtifact(ctx, l, *subj, meta.ModelRevision, task.Spec.Model)
+	mc, _, err := checkModelArtifact(ctx, l, *subj, revision, task.Spec.Model)
 	if err != nil {
 		return err
 	}
 	if mc.Status != ModelAccepted {
-		return fmt.Errorf("%w: %s: %s; nothing was committed", ErrModelRefused, meta.ModelRevision, mc.Detail)
+		return fmt.Errorf("%w: %s: %s; nothing was committed", ErrModelRefused, revision, mc.Detail)
 	}
 	return nil
 }

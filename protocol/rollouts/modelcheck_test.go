@@ -2,11 +2,9 @@ package rollouts_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -388,13 +386,7 @@ func TestProvenance(t *testing.T) {
 
 	// Rows generated with weights perturbed by 3 %, committed with the
 	// original model.
-	w := append([]byte(nil), e.files.Weights...)
-	n := int(binary.LittleEndian.Uint64(w[:8]))
-	for i := 8 + n; i+4 <= len(w); i += 4 {
-		v := math.Float32frombits(binary.LittleEndian.Uint32(w[i:]))
-		binary.LittleEndian.PutUint32(w[i:], math.Float32bits(v*(1+0.03*float32(i/4%3-1))))
-	}
-	pm, err := model.Load(e.files.Config, e.files.Tokenizer, w, model.DefaultLimits)
+	pm, err := model.Load(e.files.Config, e.files.Tokenizer, tinymodel.Perturb(e.files.Weights), model.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

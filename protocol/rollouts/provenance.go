@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/feval/feval/gate"
@@ -61,7 +62,7 @@ func checkProvenance(m *model.Model, s model.Sampling, it Item, r row, in model.
 	switch {
 	case r.prompt == nil:
 		return Provenance{Outcome: CheckNoTokens}, "", nil
-	case !equalIDs(r.prompt, it.PromptTokens):
+	case !slices.Equal(r.prompt, it.PromptTokens):
 		return Provenance{Outcome: CheckWrongPrompt, Position: firstDifference(r.prompt, it.PromptTokens)}, "", nil
 	}
 	for i, id := range r.completion {
@@ -84,22 +85,15 @@ func checkProvenance(m *model.Model, s model.Sampling, it Item, r row, in model.
 	return provenanceOf(pc), m.ResponseText(r.completion), nil
 }
 
-func equalIDs(a, b []int) bool {
-	return firstDifference(a, b) == -1
-}
-
-// firstDifference is the first index where a and b differ (one ending
-// counts), or -1 when they are equal.
+// firstDifference is the first index where a and b, which differ, differ
+// (one ending counts).
 func firstDifference(a, b []int) int {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i] != b[i] {
 			return i
 		}
 	}
-	if len(a) != len(b) {
-		return min(len(a), len(b))
-	}
-	return -1
+	return min(len(a), len(b))
 }
 
 // checkedRow is an audited row of a model-bound task with its provenance

@@ -2,9 +2,6 @@ package rollouts_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +15,7 @@ import (
 	fx "github.com/feval/feval/fixtures/rollouts"
 	"github.com/feval/feval/fixtures/tinymodel"
 	"github.com/feval/feval/gate"
+	"github.com/feval/feval/internal/roundtest"
 	"github.com/feval/feval/protocol"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/opencontainers/go-digest"
@@ -61,7 +59,7 @@ func BenchmarkGenerateAndAudit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := newBenchSigner(b)
+	s := roundtest.NewSigner(b)
 	task, err := protocol.CreateTask(ctx, l, s, "rollouts", filepath.Join(dir, "task"), "")
 	if err != nil {
 		b.Fatal(err)
@@ -142,17 +140,4 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func newBenchSigner(b *testing.B) *bundle.Signer {
-	b.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := bundle.NewSigner(k)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s
 }

@@ -270,7 +270,7 @@ func Decide(ctx context.Context, st cas.Store, refs Refs, entry protocol.Entry, 
 	var m *model.Model
 	spec := task.Spec.Model
 	if spec != nil {
-		mc, cm, err := checkModel(ctx, st, refs.Submission, rows.revision, spec)
+		mc, cm, err := checkModel(ctx, st, rows.subject, rows.revision, spec)
 		if err != nil {
 			return v, err
 		}
@@ -378,8 +378,10 @@ type row struct {
 type submissionRows struct {
 	n     int
 	score *big.Rat
-	// revision is submission.json's model_revision.
+	// revision is submission.json's model_revision, subject the
+	// submission manifest's subject (a model-bound submission's model).
 	revision string
+	subject  *ocispec.Descriptor
 	// get returns the row of a task id of the task. A non-nil *RowError
 	// means the row is not the row the submission claims (indexed forms
 	// only); claimedText is still the claim. An error is a failure to read.
@@ -412,6 +414,13 @@ func loadRows(ctx context.Context, st cas.Store, sub ocispec.Descriptor, task *L
 	if err != nil {
 		return submissionRows{}, err
 	}
+	rows, err := loadRowsOf(ctx, st, art, task, full)
+	rows.subject = art.Manifest.Subject
+	return rows, err
+}
+
+// loadRowsOf is loadRows of a loaded submission artifact.
+func loadRowsOf(ctx context.Context, st cas.Store, art *bundle.Loaded, task *LoadedTask, full bool) (submissionRows, error) {
 	if protocol.IsRowsIndexed(art) {
 		return layeredRows(ctx, st, art, task, full)
 	}
