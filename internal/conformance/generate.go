@@ -112,7 +112,8 @@ func ParseHeader(name string, b []byte) (Vector, error) {
 
 // Key names: the task owner, the miners, the validator whose verdicts the
 // vectors hold, and another key nobody trusts.
-var keyNames = []string{"owner", "miner-honest", "miner-inflated", "miner-undetermined", "miner-gate", "miner-format1", "miner-format2", "validator", "other"}
+var keyNames = []string{"owner", "miner-honest", "miner-inflated", "miner-undetermined", "miner-gate", "miner-format1", "miner-format2",
+	modelHonest, modelSwap, modelTie, modelTies, modelPrompt, "validator", "other"}
 
 // key derives a fixed P-256 key from its name (a scalar below the group
 // order: SHA-256 of a domain tag and the name, counter appended until it is).
@@ -162,6 +163,8 @@ type generator struct {
 // store, and the validator's reading when it evaluates.
 type family struct {
 	g       *generator
+	dir     string // scratch: the task and the miners' directories
+	items   []rollouts.Item
 	work    *cas.Layout
 	task    ocispec.Descriptor
 	round   ocispec.Descriptor
@@ -187,6 +190,8 @@ type miner struct {
 	name   string
 	rows   func(items []rollouts.Item) []row
 	format int
+	// write, when set, writes the miner's submission directory instead.
+	write func(f *family, dir string) error
 }
 
 type row struct{ taskID, response, claimed string }
@@ -220,12 +225,24 @@ func Generate(ctx context.Context, dir, tmp string) ([]Vector, error) {
 	if err := g.rollouts(); err != nil {
 		return nil, err
 	}
+	if err := g.modelVectors(); err != nil {
+		return nil, err
+	}
 	return g.vecs, nil
 }
 
 // newFamily publishes a task and a round, lets the miners commit (seen by the
 // validator at commitSeen) and reveal.
 func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.Item, w windows, miners []miner) (*family, error) {
+	f, err := g.openFamily(name, spec, items, w)
+	if err != nil {
+		return nil, err
+	}
+	return f, f.join(w, miners)
+}
+
+// openFamily publishes a task and a round in a new working store.
+func (g *generator) openFamily(name string, spec rollouts.Spec, items []rollouts.Item, w windows) (*family, error) {
 	ctx := g.ctx
 	dir := filepath.Join(g.tmp, name)
 	work, err := cas.Init(filepath.Join(dir, "work"))
@@ -235,7 +252,7 @@ func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.
 	if err := fx.WriteTask(filepath.Join(dir, "task"), spec, items); err != nil {
 		return nil, err
 	}
-	f := &family{g: g, work: work, reveals: map[string]ocispec.Descriptor{}, now: w.revealSeen}
+	f := &family{g: g, dir: dir, work: work, reveals: map[string]ocispec.Descriptor{}, now: w.revealSeen}
 	if f.task, err = protocol.CreateTask(ctx, work, g.keys["owner"], "rollouts", filepath.Join(dir, "task"), ""); err != nil {
 		return nil, err
 	}
@@ -250,33 +267,45 @@ func (g *generator) newFamily(name string, spec rollouts.Spec, items []rollouts.
 	if f.round, err = protocol.OpenRound(ctx, work, g.keys["owner"], f.task, cu, ru, ""); err != nil {
 		return nil, err
 	}
+	f.items = items
+	return f, nil
+}
+
+// join lets the miners commit to the family's round (seen by the validator
+// at w.commitSeen) and reveal.
+func (f *family) join(w windows, miners []miner) error {
+	ctx, work, keys := f.g.ctx, f.work, f.g.keys
 	commitments := map[string]string{}
 	for _, m := range miners {
-		sub := filepath.Join(dir, m.name)
-		if err := writeSubmission(sub, m.rows(items), m.format); err != nil {
-			return nil, err
+		sub := filepath.Join(f.dir, m.name)
+		write := m.write
+		if write == nil {
+			write = func(*family, string) error { return writeSubmission(sub, m.rows(f.items), m.format) }
 		}
-		c, err := protocol.Commit(ctx, work, g.keys[m.name], f.round, sub, "", saltReader(m.name))
+		if err := write(f, sub); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		c, err := protocol.Commit(ctx, work, keys[m.name], f.round, sub, "", saltReader(m.name))
 		if err != nil {
-			return nil, fmt.Errorf("%s: commit: %w", m.name, err)
+			return fmt.Errorf("%s: commit: %w", m.name, err)
 		}
 		commitments[m.name] = c.Commitment
 	}
 	if _, err := protocol.Collect(ctx, work, work, f.round, w.commitSeen); err != nil {
-		return nil, err
+		return err
 	}
 	for _, m := range miners {
 		sec, err := protocol.LoadSecret(work, commitments[m.name])
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rv, err := protocol.RevealCommitment(ctx, work, g.keys[m.name], sec, "")
+		rv, err := protocol.RevealCommitment(ctx, work, keys[m.name], sec, "")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		f.reveals[m.name] = rv.Artifact.OCI()
 	}
-	return f, work.Flush()
+	return work.Flush()
 }
 
 func observation(t string) protocol.Observation {
@@ -404,6 +433,19 @@ func (f *family) extract(name string, verdict ocispec.Descriptor, sigs bool) (*v
 		}
 		if err := copySignatures(ctx, f.work, l, desc); err != nil {
 			return nil, err
+		}
+	}
+	// A model-bound submission's subject is its model, which comes with
+	// the submission.
+	if desc, err := f.work.Resolve(ctx, v.Submission.String()); err == nil {
+		var m ocispec.Manifest
+		if err := readJSON(ctx, f.work, desc, &m); err != nil {
+			return nil, err
+		}
+		if m.Subject != nil {
+			if err := copySignatures(ctx, f.work, l, *m.Subject); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, d := range []digest.Digest{v.Inputs.Commitment, v.Inputs.Round} {

@@ -25,11 +25,11 @@ func conformanceSpec(items []rollouts.Item, auditRows int) rollouts.Spec {
 
 // The conformance miners.
 var (
-	honest = miner{"miner-honest", honestRows, 0}
+	honest = miner{"miner-honest", honestRows, 0, nil}
 	// format1 and format2 are honest miners whose directories pack in the
 	// earlier submission formats (a tree without and with a claims file).
-	format1 = miner{"miner-format1", honestRows, 1}
-	format2 = miner{"miner-format2", honestRows, 2}
+	format1 = miner{"miner-format1", honestRows, 1, nil}
+	format2 = miner{"miner-format2", honestRows, 2, nil}
 	// inflated claims 1 on every row.
 	inflated = miner{"miner-inflated", func(items []rollouts.Item) []row {
 		rows := honestRows(items)
@@ -37,7 +37,7 @@ var (
 			rows[i].claimed = "1"
 		}
 		return rows
-	}, 0}
+	}, 0, nil}
 	// undetermined answers math-10 with a value the checker cannot decide.
 	undetermined = miner{"miner-undetermined", func(items []rollouts.Item) []row {
 		rows := honestRows(items)
@@ -47,13 +47,13 @@ var (
 			}
 		}
 		return rows
-	}, 0}
+	}, 0, nil}
 	// gate writes one reward unreduced, which the rollouts gate refuses.
 	gateMiner = miner{"miner-gate", func(items []rollouts.Item) []row {
 		rows := honestRows(items)
 		rows[len(rows)-1].claimed = "4/6"
 		return rows
-	}, 0}
+	}, 0, nil}
 )
 
 // rollouts generates the vectors of the rollouts protocol.

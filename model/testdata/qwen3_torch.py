@@ -11,7 +11,9 @@ docs/PROTOCOL.md ("Seeded sampling") on each and prints {"checks": [{"outcome",
 "position", "claimed_token", "expected_token", "margin_micro", "near_ties",
 "near_tie_margin_micro"}, ...]}. Run as "qwen3_torch.py --serve MODEL_DIR" it is
 an external runtime (docs/PROTOCOL.md "External runtimes"): it generates with
-the seeded sampler, one JSON request per line.
+the seeded sampler, one JSON request per line. The second verifier of records
+(internal/conformance/python/fevalverify.py) imports it as a module for the
+model-bound vectors: Qwen3(config, weights) and check().
 """
 import hashlib
 import json
@@ -26,9 +28,8 @@ torch.set_num_threads(1)
 DT = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        b = f.read()
+def load_safetensors(b):
+    """The tensors of a safetensors file's bytes, widened to float32."""
     n = struct.unpack("<Q", b[:8])[0]
     header = json.loads(b[8:8 + n])
     data = bytearray(b[8 + n:])
@@ -43,14 +44,22 @@ def load_safetensors(path):
 
 
 class Qwen3:
-    def __init__(self, d):
-        self.c = json.load(open(d + "/config.json"))
-        self.w = load_safetensors(d + "/model.safetensors")
+    """A Qwen3 model from its config.json (parsed) and model.safetensors
+    (bytes); from_dir reads both from a model directory."""
+
+    def __init__(self, config, weights):
+        self.c = config
+        self.w = load_safetensors(weights)
         c = self.c
         self.hd = c["head_dim"]
         self.eps = c["rms_norm_eps"]
         self.inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
         self.lm = self.w["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else self.w["lm_head.weight"]
+
+    @classmethod
+    def from_dir(cls, d):
+        with open(d + "/config.json", "rb") as f, open(d + "/model.safetensors", "rb") as w:
+            return cls(json.load(f), w.read())
 
     def rms(self, x, w):
         v = x.pow(2).mean(-1, keepdim=True)
@@ -189,7 +198,7 @@ def generate(m, prompt, seed, s):
 def serve(d):
     """An external runtime of docs/PROTOCOL.md "External runtimes": one JSON
     request per line on stdin, one answer per line on stdout."""
-    m = Qwen3(d)
+    m = Qwen3.from_dir(d)
     with torch.no_grad():
         for line in sys.stdin:
             try:
@@ -207,7 +216,7 @@ def main():
         serve(sys.argv[2])
         return
     req = json.load(sys.stdin)
-    m = Qwen3(req["dir"])
+    m = Qwen3.from_dir(req["dir"])
     with torch.no_grad():
         if "checks" in req:
             out = [check(m, c["prompt"], c["completion"], c["seed"], c["sampling"]) for c in req["checks"]]

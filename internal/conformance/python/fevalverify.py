@@ -2,7 +2,8 @@
 """A second, independent verifier of feval verdicts, written from the
 documents alone (docs/FORMAT.md, docs/PROTOCOL.md, docs/REWARDS.md,
 docs/CONFORMANCE.md): Python's standard library, Debian's python3-cryptography
-for ECDSA, and the system's libzstd (through ctypes) to read tree layers.
+for ECDSA, the system's libzstd (through ctypes) to read tree layers, and
+Debian's python3-torch for model-bound vectors.
 
 It reads a conformance directory (testdata/conformance), checks every vector's
 store, signatures, beacon derivation, reveal checks, audit sample, claimed
@@ -11,9 +12,14 @@ with the vector's header. Rollouts submissions are read in the three formats of
 PROTOCOL.md §6: a tree (1), a tree with a claims file (2), and a rows index
 with a rows layer read by range (3). In scope: the rollouts protocol; math rows whose
 reference and answer are plain numbers in one \\boxed{}; instruction rows of
-five IFEval types. A vector that needs anything else (a BLS check of a drand
-signature, another math form or instruction type, the gate's exact findings)
-is reported as out of scope with the reason, never guessed.
+five IFEval types; tasks that bind rows to a model (PROTOCOL.md §6
+"Model-bound rollouts"): the committed model is read from the store, each
+audited row's provenance checked by "Seeded sampling" with the torch forward
+pass and check of model/testdata/qwen3_torch.py (Debian's python3-torch,
+imported only then), its reward computed on the detokenized completion. A
+vector that needs anything else (a BLS check of a drand signature, another
+math form or instruction type, the gate's exact findings, the text of a model
+refusal) is reported as out of scope with the reason, never guessed.
 
 It also reads verdicts as consensus does (CONSENSUS.md §8.2, "Reading a
 verdict", with the schemas of docs/schemas) over the reading vectors.
@@ -26,6 +32,7 @@ expects Y" or "SKIP name: reason". Exits 1 if any vector fails.
 """
 
 import base64
+import codecs
 import ctypes
 import ctypes.util
 import hashlib
@@ -884,6 +891,131 @@ def derive_beacon(b, round_rec, reveal_seen):
             "_needs_bls": True}
 
 
+# ---- model-bound rollouts (PROTOCOL.md §6 "Model-bound rollouts" and
+# "Seeded sampling"; FORMAT.md "Model artifacts", "Rollouts models") ----
+
+MODEL_MANIFEST = "application/vnd.cncf.model.manifest.v1+json"
+MODEL_CONFIG = "application/vnd.cncf.model.config.v1+json"
+MODEL_LAYERS = ("application/vnd.cncf.model.weight.v1.raw", "application/vnd.cncf.model.weight.config.v1.raw")
+MODEL_PATH = "org.cncf.model.filepath"
+MODEL_LAYOUT = "dev.feval.model.layout"
+OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib",
+                 ".gguf", ".onnx", ".h5", ".msgpack", ".npz", ".npy", ".tflite", ".mlmodel")
+
+_torch = None
+
+
+def torch_model():
+    """The Qwen3 forward pass in torch and the provenance check of
+    model/testdata/qwen3_torch.py, also written from PROTOCOL.md, imported
+    (with torch) only when a vector binds rows to a model."""
+    global _torch
+    if _torch is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "..", "..", "model", "testdata"))
+        import qwen3_torch
+        _torch = qwen3_torch
+    return _torch
+
+
+def byte_decoder():
+    """GPT-2's byte-level alphabet read back: character to byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def per_byte_replace(e):
+    """UTF-8 decoding as PROTOCOL.md says: each invalid byte is one U+FFFD."""
+    return "\ufffd" * (e.end - e.start), e.end
+
+
+codecs.register_error("feval-per-byte", per_byte_replace)
+
+
+class BoundModel:
+    """A committed model, read from the store as a replaying auditor reads it.
+    A model the reference reader would refuse is out of scope: the refusal's
+    detail is that reader's text."""
+
+    def __init__(self, store, revision, subject, spec):
+        if not revision.startswith("sha256:") or (subject or {}).get("digest") != revision:
+            raise OutOfScope("a refused model (the refusal's detail is the reference reader's text)")
+        m = store.manifest(subject)
+        if (m.get("artifactType") != MODEL_MANIFEST or m["config"]["mediaType"] != MODEL_CONFIG
+                or m.get("annotations", {}).get(MODEL_LAYOUT) != "1"):
+            raise OutOfScope("a refused model: not a model artifact of layout 1")
+        files = {}
+        for layer in m["layers"]:
+            path = layer.get("annotations", {}).get(MODEL_PATH, "")
+            if layer["mediaType"] not in MODEL_LAYERS or path in files or path.lower().endswith(OTHER_WEIGHTS) or (
+                    path.lower().endswith(".safetensors") and path != "model.safetensors"):
+                raise OutOfScope("a refused model: file %r" % path)
+            files[path] = layer
+        if any(f not in files for f in ("config.json", "tokenizer.json", "model.safetensors")):
+            raise OutOfScope("a refused model: a file is missing")
+        read = lambda name: store.blob(files[name]["digest"], files[name]["size"])
+        tok_bytes = read("tokenizer.json")
+        if "sha256:" + hashlib.sha256(tok_bytes).hexdigest() != spec["tokenizer"]:
+            raise OutOfScope("a refused model: another tokenizer")
+        self.config = json.loads(read("config.json"))
+        eos = self.config["eos_token_id"]
+        self.eos = set(eos if isinstance(eos, list) else [eos])
+        self.vocab_size = self.config["vocab_size"]
+        self.max_positions = self.config["max_position_embeddings"]
+        tok = json.loads(tok_bytes)
+        dec = byte_decoder()
+        self.pieces = {i: bytes(dec[c] for c in s) for s, i in tok["model"]["vocab"].items()}
+        for a in tok.get("added_tokens", []):
+            self.pieces[a["id"]] = a["content"].encode()
+        self.weights = read("model.safetensors")
+        self.sampling = spec["sampling"]
+        self._net = None
+
+    def response_text(self, completion):
+        """The detokenized completion (PROTOCOL.md "Model-bound rollouts")."""
+        if completion and completion[-1] in self.eos:
+            completion = completion[:-1]
+        b = b"".join(self.pieces.get(i, b"") for i in completion)
+        return b.decode("utf-8", "feval-per-byte")
+
+    def provenance(self, item, row, seed):
+        """The provenance record of one audited row, in thousandths."""
+        rec = {"outcome": "ok", "position": 0, "claimed_token": 0, "expected_token": 0,
+               "margin_milli": 0, "near_ties": 0, "near_tie_margin_milli": 0}
+        prompt, completion = row.get("prompt_tokens"), row.get("completion_tokens")
+        if prompt is None:
+            rec["outcome"] = "no_tokens"
+            return rec
+        want = item["prompt_tokens"]
+        if prompt != want:
+            rec["outcome"] = "wrong_prompt"
+            rec["position"] = next((i for i, (a, b) in enumerate(zip(prompt, want)) if a != b), min(len(prompt), len(want)))
+            return rec
+        for i, t in enumerate(completion):
+            if t >= self.vocab_size:
+                rec.update(outcome="bad_tokens", position=i, claimed_token=t)
+                return rec
+        if len(prompt) + len(completion) > self.max_positions or any(t >= self.vocab_size for t in prompt):
+            rec.update(outcome="bad_tokens", position=max(0, self.max_positions - len(prompt)))
+            return rec
+        tm = torch_model()
+        if self._net is None:
+            self._net = tm.Qwen3(self.config, self.weights)
+        with tm.torch.no_grad():
+            c = tm.check(self._net, prompt, completion, seed, self.sampling)
+        rec.update(outcome=c["outcome"], position=c["position"], claimed_token=c["claimed_token"],
+                   expected_token=c["expected_token"], margin_milli=c["margin_micro"] // 1000,
+                   near_ties=c["near_ties"], near_tie_margin_milli=c["near_tie_margin_micro"] // 1000)
+        return rec
+
+
 # ---- replay (PROTOCOL.md §7) ----
 
 def diff(a, b, path, out):
@@ -956,6 +1088,7 @@ def replay(store, verdict_digest, trusted):
     if reason is None:
         layers = sm["layers"][1:]
         gate_ok = True
+        meta = {}
         if len(layers) == 2 and layers[0]["mediaType"] == ROWS_INDEX:
             # Submission format 3 (PROTOCOL.md §6): the index gives every
             # row's id, claim, range and SHA-256; the rows layer is read by
@@ -965,12 +1098,13 @@ def replay(store, verdict_digest, trusted):
             if parsed is None or parsed[1] != rows_layer["size"] or json.loads(parsed[0]).get("rows") != rows_layer["annotations"].get(TITLE):
                 gate_ok = False
             else:
+                meta = json.loads(parsed[0])
                 for tid, rw, off, ln, h in parsed[2]:
                     if tid not in by_id:
                         gate_ok = False
                         continue
                     rows[tid] = ((rows_layer, off, ln, h), parse_reward(rw))
-            files, meta = {}, {}
+            files = {}
         else:
             files = store.tree(sm)
             meta = json.loads(files["submission.json"])
@@ -996,7 +1130,7 @@ def replay(store, verdict_digest, trusted):
                 if q is None or r["task_id"] not in by_id or r["task_id"] in rows or len(line.encode()) > spec["max_row_bytes"]:
                     gate_ok = False
                     continue
-                rows[r["task_id"]] = (r["response"], q)
+                rows[r["task_id"]] = (r, q)
         if len(rows) != len(items):
             gate_ok = False
         if not gate_ok:
@@ -1034,37 +1168,62 @@ def replay(store, verdict_digest, trusted):
                 layer = response[0]
                 rows_data[0] = store.blob(layer["digest"], layer["size"]) if full else store.unverified(layer["digest"], layer["size"])
                 break
+        model, failures = None, []
+        if "model" in spec:
+            # The model check (PROTOCOL.md §6 "Model-bound rollouts"): a
+            # model the reference reader refuses is out of scope.
+            model = BoundModel(store, meta.get("model_revision", ""), sm.get("subject"), spec["model"])
+            out["model_check"] = {"revision": meta["model_revision"], "status": "accepted"}
         for i in ids:
-            response, claimed = rows[i]
-            if isinstance(response, tuple):  # format 3: the row's bytes must hash to its entry
-                _, off, ln, h = response
+            r, claimed = rows[i]
+            if isinstance(r, tuple):  # format 3: the row's bytes must hash to its entry
+                _, off, ln, h = r
                 line = rows_data[0][off:off + ln]
-                response = line[:-1] if hashlib.sha256(line).digest() == h and line.endswith(b"\n") else b"\xff"
-            if isinstance(response, bytes):  # formats 2 and 3: the row must repeat its claims line
+                r = line[:-1] if hashlib.sha256(line).digest() == h and line.endswith(b"\n") else b"\xff"
+            if isinstance(r, bytes):  # formats 2 and 3: the row must repeat its claims line
                 try:
-                    r = json.loads(response)
+                    r = json.loads(r)
                     ok = r["task_id"] == i and parse_reward(r["reward_claimed"]) == claimed and fmt(claimed) == r["reward_claimed"]
-                    response = r["response"]
                 except (ValueError, KeyError, TypeError):
                     ok = False
-                if not ok:
+                # A row is a text row or a token row (GATES.md), and a token
+                # row only where the task binds rows to a model.
+                tokens = ok and "prompt_tokens" in r and "completion_tokens" in r
+                if not ok or tokens == ("response" in r) or (tokens and model is None):
                     audit["rows"].append({"task_id": i, "claimed": fmt(claimed), "outcome": "malformed"})
                     audit["mismatches"].append(i)
                     continue
+            ar = {"task_id": i, "claimed": fmt(claimed)}
+            response = r.get("response")
+            if model is not None:
+                # Provenance before the reward: the seed's inputs are the
+                # round's digest, the task id and the committing miner.
+                prov = model.provenance(by_id[i], r, {"round": round_digest, "task_id": i, "miner": com["miner"]})
+                ar["provenance"] = prov
+                if prov["outcome"] != "ok":
+                    ar["outcome"] = "provenance"
+                    failures.append(i)
+                    audit["rows"].append(ar)
+                    continue
+                response = model.response_text(r["completion_tokens"])
             try:
                 got = row_reward(by_id[i], response)  # OutOfScope propagates
             except CheckerError:
                 out["status"], out["reason"] = "infra_error", "checker_error"
                 break
-            ar = {"task_id": i, "claimed": fmt(claimed), "recomputed": fmt(got)}
+            ar["recomputed"] = fmt(got)
             if got == claimed:
                 ar["outcome"] = "match"
             else:
                 ar["outcome"] = "mismatch"
                 audit["mismatches"].append(i)
             audit["rows"].append(ar)
+        if failures:
+            audit["provenance_failures"] = failures
         if out.get("status") == "infra_error":
             pass
+        elif failures:
+            out["status"], out["reason"] = "rejected", "provenance_mismatch"
         elif audit["mismatches"]:
             out["status"], out["reason"] = "rejected", "reward_mismatch"
         else:
