@@ -2,7 +2,9 @@ package model_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -90,9 +92,13 @@ func TestLoadArtifact(t *testing.T) {
 			if lim == (model.Limits{}) {
 				lim = model.DefaultLimits
 			}
-			_, err := model.LoadArtifact(ctx, l, packModel(t, l, c.extra, c.drop...), lim)
+			desc := packModel(t, l, c.extra, c.drop...)
+			_, err := model.LoadArtifact(ctx, l, desc, lim)
 			if !errors.Is(err, model.ErrModel) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want ErrModel with %q", err, c.want)
+			}
+			if _, cerr := model.CheckArtifact(ctx, l, desc, lim); cerr == nil || cerr.Error() != err.Error() {
+				t.Fatalf("CheckArtifact: %v, LoadArtifact: %v", cerr, err)
 			}
 		})
 	}
@@ -106,5 +112,61 @@ func TestLoadArtifact(t *testing.T) {
 	}
 	if _, err := model.LoadArtifact(ctx, l, p.Artifact.OCI(), model.DefaultLimits); !errors.Is(err, model.ErrModel) {
 		t.Fatalf("a submission read as a model: %v", err)
+	}
+}
+
+// TestCheckArtifact: CheckArtifact, which streams the weights through the
+// check, accepts the model LoadArtifact accepts with the same configuration
+// and tokenizer, refuses a non-finite weight as Load does, and fails on
+// weights whose bytes do not match their digest.
+func TestCheckArtifact(t *testing.T) {
+	ctx := context.Background()
+	l, err := cas.Init(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, f := tiny(t)
+	ck, err := model.CheckArtifact(ctx, l, packModel(t, l, nil), model.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*ck, m.Checked) {
+		t.Fatalf("checked %+v, want %+v", ck.Config, m.Config)
+	}
+	if got, want := ck.ResponseText([]int{72, 105}), m.ResponseText([]int{72, 105}); got != want || got != "Hi" {
+		t.Fatalf("response text %q, want %q", got, want)
+	}
+
+	// A NaN in the last element of the data section.
+	nan := append([]byte(nil), f.Weights...)
+	binary.LittleEndian.PutUint32(nan[len(nan)-4:], math.Float32bits(float32(math.NaN())))
+	_, lerr := model.Load(f.Config, f.Tokenizer, nan, model.DefaultLimits)
+	_, cerr := model.CheckArtifact(ctx, l, packModel(t, l, map[string][]byte{model.WeightsFile: nan}), model.DefaultLimits)
+	if !errors.Is(lerr, model.ErrModel) || cerr == nil || cerr.Error() != lerr.Error() || !strings.Contains(cerr.Error(), "NaN") {
+		t.Fatalf("a NaN weight: CheckArtifact %v, Load %v", cerr, lerr)
+	}
+
+	// The weights blob damaged in place after packing.
+	desc := packModel(t, l, nil)
+	files, err := bundle.LoadModel(ctx, l, desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		if file.Path != model.WeightsFile {
+			continue
+		}
+		p := filepath.Join(l.Root(), "blobs", "sha256", file.Layer.Digest.Encoded())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)-1] ^= 1 // a finite value still, so only the digest tells
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := model.CheckArtifact(ctx, l, desc, model.DefaultLimits); !errors.Is(err, cas.ErrDigestMismatch) {
+		t.Fatalf("damaged weights: %v, want ErrDigestMismatch", err)
 	}
 }

@@ -1,11 +1,18 @@
 package model_test
 
 import (
+	"context"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/feval/feval/bundle"
+	"github.com/feval/feval/cas"
 	"github.com/feval/feval/fixtures/tinymodel"
+	"github.com/feval/feval/internal/roundtest"
+	"github.com/feval/feval/model"
 )
 
 // benchShapes are the models the per-token benchmark runs: the reference
@@ -78,4 +85,54 @@ func torchPerToken(b *testing.B, f tinymodel.Files, seq []int) float64 {
 		b.Fatal("qwen3_torch.py timed no tokens")
 	}
 	return got.Seconds * 1e9 / float64(got.Tokens)
+}
+
+// BenchmarkModelCheck is the memory the committed model's check takes: the
+// reference runtime's LoadArtifact (the weights as stored, then widened to
+// float32) against CheckArtifact (the weights streamed through the check, as
+// feval rollouts generate --runtime runs it), on the mid-sized model packed
+// into a store. The metric is bytes allocated per check against the weights'
+// size.
+func BenchmarkModelCheck(b *testing.B) {
+	ctx := context.Background()
+	mid := benchShapes[1]
+	f, err := tinymodel.Generate("bench-"+mid.name, testCorpus, mid.shape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := cas.Init(filepath.Join(b.TempDir(), "store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := f.Write(dir); err != nil {
+		b.Fatal(err)
+	}
+	s := roundtest.NewSigner(b)
+	p, err := bundle.PackModel(ctx, l, func() (*bundle.Signer, error) { return s, nil }, dir, bundle.PackOptions{Kind: "model"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	desc := p.Artifact.OCI()
+	for _, c := range []struct {
+		name  string
+		check func() error
+	}{
+		{"load", func() error { _, err := model.LoadArtifact(ctx, l, desc, model.DefaultLimits); return err }},
+		{"stream", func() error { _, err := model.CheckArtifact(ctx, l, desc, model.DefaultLimits); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range b.N {
+				if err := c.check(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			perCheck := float64(after.TotalAlloc-before.TotalAlloc) / float64(b.N)
+			b.ReportMetric(perCheck/float64(len(f.Weights)), "alloc/weights")
+		})
+	}
 }

@@ -200,16 +200,16 @@ func (m *Model) Check(prompt, completion []int, in SeedInput, s Sampling) (RowCh
 // computed on: the bytes of its tokens (Tokenizer.Decode; an added token gives
 // its content, an id the tokenizer does not know gives nothing) without a
 // final end-of-sequence token, as Text makes them a string.
-func (m *Model) ResponseText(completion []int) string {
-	if n := len(completion); n > 0 && m.Config.IsEOS(completion[n-1]) {
+func (c *Checked) ResponseText(completion []int) string {
+	if n := len(completion); n > 0 && c.Config.IsEOS(completion[n-1]) {
 		completion = completion[:n-1]
 	}
 	known := make([]int, 0, len(completion))
 	for _, id := range completion {
-		if m.Tokenizer.Known(id) {
+		if c.Tokenizer.Known(id) {
 			known = append(known, id)
 		}
 	}
-	b, _ := m.Tokenizer.Decode(known) // every id is known
+	b, _ := c.Tokenizer.Decode(known) // every id is known
 	return Text(b)
 }

@@ -1,8 +1,12 @@
 package model
 
 import (
+	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"slices"
 
@@ -13,16 +17,22 @@ import (
 // WeightLimits bound a weights file's header.
 var WeightLimits = safetensors.Limits{MaxHeaderBytes: 16 << 20, MaxTensors: 1 << 14}
 
-// Model is a checked Qwen3 model: its configuration, tokenizer and weights
-// widened to float32, by tensor name (TensorNames), row-major.
-type Model struct {
+// Checked is what a model's checks leave when its weights are not held: its
+// configuration and tokenizer (CheckArtifact).
+type Checked struct {
 	Config    Config
 	Tokenizer *Tokenizer
 	// TokenizerDigest is the SHA-256 digest of tokenizer.json's bytes: a
 	// task names the tokenizer its prompts are encoded with by it.
 	TokenizerDigest digest.Digest
-	Tensors         map[string][]float32
-	run             runtime // the forward pass's view of Tensors
+}
+
+// Model is a checked Qwen3 model: its configuration, tokenizer and weights
+// widened to float32, by tensor name (TensorNames), row-major.
+type Model struct {
+	Checked
+	Tensors map[string][]float32
+	run     runtime // the forward pass's view of Tensors
 }
 
 // TensorNames returns the tensors a model of config c has, with their
@@ -56,55 +66,81 @@ func TensorNames(c Config) map[string][]int64 {
 // file holding exactly the tensors of TensorNames, each F32, BF16 or F16, all
 // finite (BF16 and F16 widen to float32 exactly).
 func Load(config, tokenizer, weights []byte, lim Limits) (*Model, error) {
-	c, err := ParseConfig(config, lim)
+	ck, err := checkText(config, tokenizer, lim)
 	if err != nil {
 		return nil, err
-	}
-	tok, err := ParseTokenizer(tokenizer, c.VocabSize, lim)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range c.EOSTokenIDs {
-		if !tok.Known(id) {
-			return nil, modelErr("eos_token_id %d is not a token of tokenizer.json", id)
-		}
 	}
 	es, err := safetensors.ParseHeader(weights, WeightLimits)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrModel, WeightsFile, err)
 	}
-	want := TensorNames(c)
+	want := TensorNames(ck.Config)
 	data := safetensors.DataSection(weights, es)
 	got := map[string][]float32{}
 	for _, e := range es {
-		shape, ok := want[e.Name]
-		if !ok {
-			return nil, modelErr("%s: tensor %q is not part of a qwen3 model of this configuration", WeightsFile, e.Name)
+		if err := checkTensor(want, e); err != nil {
+			return nil, err
 		}
-		if !slices.Equal(shape, e.Shape) {
-			return nil, modelErr("%s: tensor %q has shape %v, the configuration needs %v", WeightsFile, e.Name, e.Shape, shape)
-		}
-		f, err := floats(e, data[e.Begin:e.End])
-		if err != nil {
+		f := make([]float32, e.Elements())
+		if err := widen(e, data[e.Begin:e.End], 0, f); err != nil {
 			return nil, err
 		}
 		got[e.Name] = f
 	}
-	for name := range want {
-		if _, ok := got[name]; !ok {
-			return nil, modelErr("%s: tensor %q is missing", WeightsFile, name)
-		}
+	if err := checkComplete(want, es); err != nil {
+		return nil, err
 	}
-	m := &Model{Config: c, Tokenizer: tok, TokenizerDigest: digest.FromBytes(tokenizer), Tensors: got}
-	m.run = newRuntime(c, got)
+	m := &Model{Checked: ck, Tensors: got}
+	m.run = newRuntime(ck.Config, got)
 	return m, nil
 }
 
-// floats widens a tensor's elements to float32 and refuses non-finite values.
-func floats(e safetensors.Entry, b []byte) ([]float32, error) {
-	n := int(e.Elements())
-	out := make([]float32, n)
-	for i := range out {
+// checkText parses config.json and tokenizer.json as Load does.
+func checkText(config, tokenizer []byte, lim Limits) (Checked, error) {
+	c, err := ParseConfig(config, lim)
+	if err != nil {
+		return Checked{}, err
+	}
+	tok, err := ParseTokenizer(tokenizer, c.VocabSize, lim)
+	if err != nil {
+		return Checked{}, err
+	}
+	for _, id := range c.EOSTokenIDs {
+		if !tok.Known(id) {
+			return Checked{}, modelErr("eos_token_id %d is not a token of tokenizer.json", id)
+		}
+	}
+	return Checked{Config: c, Tokenizer: tok, TokenizerDigest: digest.FromBytes(tokenizer)}, nil
+}
+
+// checkTensor refuses a tensor that is not one of want, or not of its shape.
+func checkTensor(want map[string][]int64, e safetensors.Entry) error {
+	shape, ok := want[e.Name]
+	if !ok {
+		return modelErr("%s: tensor %q is not part of a qwen3 model of this configuration", WeightsFile, e.Name)
+	}
+	if !slices.Equal(shape, e.Shape) {
+		return modelErr("%s: tensor %q has shape %v, the configuration needs %v", WeightsFile, e.Name, e.Shape, shape)
+	}
+	return nil
+}
+
+// checkComplete refuses weights that lack a tensor of want, naming the
+// first missing in name order (so the refusal replays identically).
+func checkComplete(want map[string][]int64, es []safetensors.Entry) error {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if !slices.ContainsFunc(es, func(e safetensors.Entry) bool { return e.Name == name }) {
+			return modelErr("%s: tensor %q is missing", WeightsFile, name)
+		}
+	}
+	return nil
+}
+
+// widen reads b, tensor e's elements from element first on, as float32 into
+// out (when not nil), and refuses a dtype other than F32, BF16 and F16 and a
+// value that is not finite.
+func widen(e safetensors.Entry, b []byte, first int, out []float32) error {
+	for i := range len(b) / int(e.ElementSize) {
 		var f float32
 		switch e.DType {
 		case "F32":
@@ -114,14 +150,59 @@ func floats(e safetensors.Entry, b []byte) ([]float32, error) {
 		case "F16":
 			f = halfToFloat(binary.LittleEndian.Uint16(b[2*i:]))
 		default:
-			return nil, modelErr("%s: tensor %q is %s; weights are F32, BF16 or F16", WeightsFile, e.Name, e.DType)
+			return modelErr("%s: tensor %q is %s; weights are F32, BF16 or F16", WeightsFile, e.Name, e.DType)
 		}
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return nil, modelErr("%s: tensor %q holds %v at element %d", WeightsFile, e.Name, f, i)
+			return modelErr("%s: tensor %q holds %v at element %d", WeightsFile, e.Name, f, first+i)
 		}
-		out[i] = f
+		if out != nil {
+			out[i] = f
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// checkChunk is how many bytes of a tensor checkWeights reads at once.
+const checkChunk = 1 << 20
+
+// checkWeights checks a safetensors file of size bytes read from r as Load
+// checks weights, reading the data section in order, at most checkChunk
+// bytes at a time, and keeping none of it. A problem Load would report is
+// reported too, though with several problems perhaps another first.
+func checkWeights(r io.Reader, size int64, c Config) error {
+	es, err := safetensors.ReadHeader(r, size, WeightLimits)
+	if errors.Is(err, safetensors.ErrInvalid) {
+		return fmt.Errorf("%w: %s: %w", ErrModel, WeightsFile, err)
+	}
+	if err != nil {
+		return err
+	}
+	want := TensorNames(c)
+	for _, e := range es {
+		if err := checkTensor(want, e); err != nil {
+			return err
+		}
+	}
+	if err := checkComplete(want, es); err != nil {
+		return err
+	}
+	// The tensors tile the data section (ReadHeader): in offset order they
+	// are read front to back.
+	slices.SortFunc(es, func(a, b safetensors.Entry) int { return cmp.Compare(a.Begin, b.Begin) })
+	buf := make([]byte, checkChunk)
+	for _, e := range es {
+		step := checkChunk / e.ElementSize * e.ElementSize
+		for at := e.Begin; at < e.End; at += step {
+			n := min(step, e.End-at)
+			if _, err := io.ReadFull(r, buf[:n]); err != nil {
+				return err
+			}
+			if err := widen(e, buf[:n], int((at-e.Begin)/e.ElementSize), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // halfToFloat converts an IEEE half-precision value exactly.

@@ -290,6 +290,8 @@ echo "## Model-bound rollouts: generating 10,000 rows with the reference tiny mo
 go test -run '^$' -bench 'GenerateAndAudit' -benchtime 1x -timeout 30m ./protocol/rollouts/
 echo "## Model-bound rollouts: the reference runtime's teacher-forced pass per token against plain torch (one thread each)"
 go test -run '^$' -bench 'PrefillPerToken' -benchtime 3x ./model/
+echo "## Model-bound rollouts: the model check's memory, loaded against streamed (--runtime)"
+go test -run '^$' -bench 'ModelCheck' -benchtime 5x ./model/
 
 echo
 echo "## Sandbox: start-up of /bin/true, feval against bwrap (200 runs)"

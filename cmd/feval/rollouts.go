@@ -82,12 +82,13 @@ docs/PROTOCOL.md "External runtimes"; validators check its rows as any.`,
 			if err != nil {
 				return err
 			}
-			g, err := rollouts.NewGenerator(c.Context, l, round, md, s.Public().Fingerprint)
+			argv := strings.Fields(c.String("runtime"))
+			g, err := rollouts.NewGenerator(c.Context, l, round, md, s.Public().Fingerprint, len(argv) > 0)
 			if err != nil {
 				return err
 			}
 			g.Workers = c.Int("workers")
-			if argv := strings.Fields(c.String("runtime")); len(argv) > 0 {
+			if len(argv) > 0 {
 				p, err := model.StartProcess(argv, a.stderr)
 				if err != nil {
 					return err

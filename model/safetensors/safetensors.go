@@ -93,21 +93,54 @@ func IsPickle(b []byte) (bool, string) {
 // order of offsets, without gaps or overlap. Entries are returned sorted by
 // name.
 func ParseHeader(b []byte, lim Limits) ([]Entry, error) {
-	if ok, what := IsPickle(b); ok {
-		return nil, fail("not-safetensors", "the file is %s; checkpoints are safetensors, never pickle", what)
+	n, err := headerLength(b, int64(len(b)), lim)
+	if err != nil {
+		return nil, err
 	}
-	if len(b) < 8 {
-		return nil, fail("header", "%d bytes is too short for a safetensors file", len(b))
+	return parseJSON(b[8:8+n], int64(len(b))-8-n, lim)
+}
+
+// ReadHeader is ParseHeader of a file of size bytes read from r, which it
+// leaves at the start of the data section: only the header is read.
+func ReadHeader(r io.Reader, size int64, lim Limits) ([]Entry, error) {
+	start := make([]byte, min(max(size, 0), 8))
+	if _, err := io.ReadFull(r, start); err != nil {
+		return nil, err
 	}
-	n := binary.LittleEndian.Uint64(b[:8])
+	n, err := headerLength(start, size, lim)
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, n)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return nil, err
+	}
+	return parseJSON(head, size-8-n, lim)
+}
+
+// headerLength checks the start of a file of size bytes (its first 8 bytes,
+// or all of a shorter file) and returns the header's length.
+func headerLength(start []byte, size int64, lim Limits) (int64, error) {
+	if ok, what := IsPickle(start); ok {
+		return 0, fail("not-safetensors", "the file is %s; checkpoints are safetensors, never pickle", what)
+	}
+	if size < 8 || len(start) < 8 {
+		return 0, fail("header", "%d bytes is too short for a safetensors file", size)
+	}
+	n := binary.LittleEndian.Uint64(start[:8])
 	if n > lim.MaxHeaderBytes {
-		return nil, fail("header", "header length %d exceeds the %d byte limit", n, lim.MaxHeaderBytes)
+		return 0, fail("header", "header length %d exceeds the %d byte limit", n, lim.MaxHeaderBytes)
 	}
-	if n > uint64(len(b)-8) {
-		return nil, fail("header", "header length %d runs past the end of the %d byte file", n, len(b))
+	if n > uint64(size-8) {
+		return 0, fail("header", "header length %d runs past the end of the %d byte file", n, size)
 	}
-	raw := bytes.TrimRight(b[8:8+n], " ")
-	data := int64(len(b)) - 8 - int64(n)
+	return int64(n), nil
+}
+
+// parseJSON checks a header (the bytes after the length) of a file whose
+// data section has data bytes.
+func parseJSON(header []byte, data int64, lim Limits) ([]Entry, error) {
+	raw := bytes.TrimRight(header, " ")
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()

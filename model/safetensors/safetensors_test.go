@@ -1,9 +1,11 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -32,6 +34,10 @@ func TestParseHeader(t *testing.T) {
 	}
 	if d := DataSection(good, es); len(d) != 12 {
 		t.Fatalf("data section of %d bytes, want 12", len(d))
+	}
+	r := bytes.NewReader(good)
+	if res, err := ReadHeader(r, int64(len(good)), lim); err != nil || !reflect.DeepEqual(res, es) || r.Len() != 12 {
+		t.Fatalf("ReadHeader: %+v %v, %d bytes left, want %+v and the 12 data bytes", res, err, r.Len(), es)
 	}
 	cases := []struct {
 		name    string
@@ -65,6 +71,9 @@ func TestParseHeader(t *testing.T) {
 			if !errors.As(err, &se) || !errors.Is(err, ErrInvalid) || se.Problem != c.problem {
 				t.Fatalf("got %v, want problem %s", err, c.problem)
 			}
+			if _, rerr := ReadHeader(bytes.NewReader(c.b), int64(len(c.b)), lim); rerr == nil || rerr.Error() != err.Error() {
+				t.Fatalf("ReadHeader: %v, ParseHeader: %v", rerr, err)
+			}
 		})
 	}
 }
@@ -79,6 +88,10 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add(build(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		es, err := ParseHeader(b, lim)
+		res, rerr := ReadHeader(bytes.NewReader(b), int64(len(b)), lim)
+		if (err == nil) != (rerr == nil) || err != nil && err.Error() != rerr.Error() || !reflect.DeepEqual(es, res) {
+			t.Fatalf("ReadHeader (%+v, %v) differs from ParseHeader (%+v, %v)", res, rerr, es, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("an error that is not ErrInvalid: %v", err)

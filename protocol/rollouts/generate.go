@@ -245,9 +245,12 @@ func removeTemporary(dir string) error {
 // NewGenerator prepares the generation of a miner's rows for a round of a
 // model-bound task, with the model artifact modelDesc of st: the round's
 // task must bind rows to a model, and the model must pass the check
-// validators run (checkModel: it loads within the task's limits and carries
-// the task's tokenizer).
-func NewGenerator(ctx context.Context, st cas.Store, round, modelDesc ocispec.Descriptor, miner string) (*Generator, error) {
+// validators run (it loads within the task's limits and carries the task's
+// tokenizer). With external set, another runtime will generate, and the
+// caller sets Generator.Model to it: the model is then checked with its
+// weights streamed (model.CheckArtifact), never held, and only its tokenizer
+// is kept, to compute the claims.
+func NewGenerator(ctx context.Context, st cas.Store, round, modelDesc ocispec.Descriptor, miner string, external bool) (*Generator, error) {
 	var r protocol.Round
 	if _, err := protocol.LoadAs(ctx, st, round, protocol.KindRound, &r); err != nil {
 		return nil, fmt.Errorf("reading round: %w", err)
@@ -267,13 +270,23 @@ func NewGenerator(ctx context.Context, st cas.Store, round, modelDesc ocispec.De
 	if spec == nil {
 		return nil, fmt.Errorf("%w: the round's task binds no model (its task.json has no model section)", ErrGenerate)
 	}
-	mc, m, err := checkModelArtifact(ctx, st, modelDesc, modelDesc.Digest.String(), spec)
+	g := &Generator{Task: task, Spec: GenerateSpec{Task: r.Task, Round: round.Digest, Model: modelDesc.Digest, Miner: miner, Sampling: spec.Sampling}}
+	var ck *model.Checked
+	if external {
+		ck, err = model.CheckArtifact(ctx, st, modelDesc, spec.Limits())
+	} else {
+		var m *model.Model
+		if m, err = model.LoadArtifact(ctx, st, modelDesc, spec.Limits()); err == nil {
+			g.Model, ck = m, &m.Checked
+		}
+	}
+	detail, err := refusal(ck, err, spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading model %s: %w", modelDesc.Digest, err)
 	}
-	if mc.Status != ModelAccepted {
-		return nil, fmt.Errorf("%w: %s: %s", ErrModelRefused, modelDesc.Digest, mc.Detail)
+	if detail != "" {
+		return nil, fmt.Errorf("%w: %s: %s", ErrModelRefused, modelDesc.Digest, detail)
 	}
-	return &Generator{Task: task, Model: m, Text: m.ResponseText,
-		Spec: GenerateSpec{Task: r.Task, Round: round.Digest, Model: modelDesc.Digest, Miner: miner, Sampling: spec.Sampling}}, nil
+	g.Text = ck.ResponseText
+	return g, nil
 }

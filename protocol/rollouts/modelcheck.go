@@ -59,22 +59,34 @@ func checkModel(ctx context.Context, st cas.Store, subj *ocispec.Descriptor, rev
 // checkModelArtifact is checkModel's check of the model artifact itself.
 func checkModelArtifact(ctx context.Context, st cas.Store, desc ocispec.Descriptor, revision string, spec *ModelSpec) (ModelCheck, *model.Model, error) {
 	mc := ModelCheck{Revision: revision, Status: ModelRefused}
-	refuse := func(format string, a ...any) (ModelCheck, *model.Model, error) {
-		mc.Detail = fmt.Sprintf(format, a...)
-		return mc, nil, nil
-	}
 	m, err := model.LoadArtifact(ctx, st, desc, spec.Limits())
-	if errors.Is(err, model.ErrModel) {
-		return refuse("%s", strings.TrimPrefix(err.Error(), model.ErrModel.Error()+": "))
+	var ck *model.Checked
+	if err == nil {
+		ck = &m.Checked
 	}
-	if err != nil {
+	if mc.Detail, err = refusal(ck, err, spec); err != nil {
 		return mc, nil, fmt.Errorf("reading model %s: %w", revision, err)
 	}
-	if m.TokenizerDigest != spec.Tokenizer {
-		return refuse("tokenizer.json is %s; the task's prompts are encoded with %s", m.TokenizerDigest, spec.Tokenizer)
+	if mc.Detail != "" {
+		return mc, nil, nil
 	}
 	mc.Status = ModelAccepted
 	return mc, m, nil
+}
+
+// refusal is why a model read as ck (with the reader's error err) is refused
+// for a task of spec, or "" when it is not; an error that is not a refusal
+// (model.ErrModel) is the store's, returned as it is.
+func refusal(ck *model.Checked, err error, spec *ModelSpec) (string, error) {
+	switch {
+	case errors.Is(err, model.ErrModel):
+		return strings.TrimPrefix(err.Error(), model.ErrModel.Error()+": "), nil
+	case err != nil:
+		return "", err
+	case ck.TokenizerDigest != spec.Tokenizer:
+		return fmt.Sprintf("tokenizer.json is %s; the task's prompts are encoded with %s", ck.TokenizerDigest, spec.Tokenizer), nil
+	}
+	return "", nil
 }
 
 // ErrModelRefused reports, before a commit, a model that validators would
