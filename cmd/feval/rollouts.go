@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/feval/feval/cas"
+	fx "github.com/feval/feval/fixtures/rollouts"
 	"github.com/feval/feval/model"
 	"github.com/feval/feval/protocol/rollouts"
 	"github.com/urfave/cli/v2"
@@ -18,7 +22,7 @@ func rolloutsCommand(a *appEnv) *cli.Command {
 	return &cli.Command{
 		Name:        "rollouts",
 		Usage:       "miner: work with rollouts tasks that bind rows to a model",
-		Subcommands: []*cli.Command{rolloutsGenerateCommand(a)},
+		Subcommands: []*cli.Command{rolloutsGenerateCommand(a), rolloutsCheckRuntimeCommand(a)},
 	}
 }
 
@@ -97,7 +101,7 @@ docs/PROTOCOL.md "External runtimes"; validators check its rows as any.`,
 				g.Model, g.Workers = p, 1 // it answers one request at a time
 			}
 			if !out.JSON && !out.Quiet {
-				g.Progress = rowProgress(a.stderr, len(g.Task.Items), time.Now)
+				g.Progress = rowProgress(a.stderr, "generated", len(g.Task.Items), time.Now)
 			}
 			dir := c.Args().First()
 			res, err := g.Run(c.Context, dir)
@@ -113,9 +117,96 @@ docs/PROTOCOL.md "External runtimes"; validators check its rows as any.`,
 	}
 }
 
+// checkRuntimeResult is what rollouts check-runtime prints.
+type checkRuntimeResult struct {
+	rollouts.RuntimeCheck
+	// Runtime is the command line run, {model} replaced.
+	Runtime string `json:"runtime"`
+}
+
+func rolloutsCheckRuntimeCommand(a *appEnv) *cli.Command {
+	out := &outputOptions{}
+	return &cli.Command{
+		Name:  "check-runtime",
+		Usage: "hold an external runtime to the seeded-sampling check before generating with it",
+		Description: `Writes the reference tiny Qwen3 model into a temporary directory, starts the
+runtime (--runtime, words split at spaces, {model} replaced by that
+directory), asks it for the completions of the conformance prompts (the
+reference task's, with fixed seed inputs) through the process protocol of
+docs/PROTOCOL.md "External runtimes", and checks each as a validator checks
+an audited row. Exits 0 when every completion passes, 6 when one does not
+(each failure named with its position, tokens and margin), 7 when the
+runtime fails to answer.`,
+		Flags: flagSet([]cli.Flag{
+			&cli.StringFlag{Name: "runtime", Usage: "the runtime's command line (words split at spaces); {model} is replaced by the test model's directory; required"},
+			&cli.IntFlag{Name: "rows", Usage: "conformance prompts to run", Value: 16},
+		}, out.Flags()),
+		Action: func(c *cli.Context) error {
+			out.Parse(c)
+			if err := args(c, 0, "no arguments"); err != nil {
+				return err
+			}
+			argv := strings.Fields(c.String("runtime"))
+			if !slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, "{model}") }) {
+				return usagef("--runtime must name the test model's directory as {model}, e.g. --runtime 'python3 serve.py {model}'")
+			}
+			if n := c.Int("rows"); n < 1 || n > 1000 {
+				return usagef("--rows %d: want 1 to 1000", n)
+			}
+			files, items, err := fx.RuntimeConformance(c.Int("rows"))
+			if err != nil {
+				return err
+			}
+			ref, err := files.Load()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "feval-runtime-check-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			if err := files.Write(dir); err != nil {
+				return err
+			}
+			for i := range argv {
+				argv[i] = strings.ReplaceAll(argv[i], "{model}", dir)
+			}
+			p, err := model.StartProcess(argv, a.stderr)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			var progress func(int)
+			if !out.JSON && !out.Quiet {
+				progress = rowProgress(a.stderr, "checked", len(items), time.Now)
+			}
+			rc, err := rollouts.CheckRuntime(p, ref, items, fx.ReferenceSampling, fx.ConformanceRound, fx.ConformanceMiner, progress)
+			if err != nil {
+				return err
+			}
+			r := checkRuntimeResult{RuntimeCheck: rc, Runtime: strings.Join(argv, " ")}
+			if err := a.render(out, r, func(w *tabw) {
+				w.line("runtime\t%s", r.Runtime)
+				w.line("rows\t%d: %d pass the check, %d identical to the reference runtime", rc.Rows, rc.Passed, rc.Identical)
+				for _, f := range rc.Failures {
+					w.line("failed\t%s: %s", f.TaskID, f.Provenance.Text())
+				}
+			}); err != nil {
+				return err
+			}
+			if len(rc.Failures) > 0 {
+				msg := fmt.Sprintf("%d of %d completions fail the check: the runtime does not sample as docs/PROTOCOL.md \"Seeded sampling\" says", len(rc.Failures), rc.Rows)
+				return &renderedError{code: exitRejected, summary: msg, err: errors.New(msg)}
+			}
+			return nil
+		},
+	}
+}
+
 // rowProgress reports generated rows on w: a line at most every two seconds
 // and at the last row, with the rate and the time left.
-func rowProgress(w io.Writer, total int, now func() time.Time) func(done int) {
+func rowProgress(w io.Writer, verb string, total int, now func() time.Time) func(done int) {
 	var mu sync.Mutex
 	start, first := now(), -1
 	last := start
@@ -132,6 +223,6 @@ func rowProgress(w io.Writer, total int, now func() time.Time) func(done int) {
 		last = t
 		rate := float64(done-first) / max(t.Sub(start).Seconds(), 1e-3)
 		left := time.Duration(float64(total-done) / max(rate, 1e-9) * float64(time.Second))
-		fmt.Fprintf(w, "generated %d/%d rows (%.0f rows/s, %s left)\n", done, total, rate, left.Round(time.Second))
+		fmt.Fprintf(w, "%s %d/%d rows (%.0f rows/s, %s left)\n", verb, done, total, rate, left.Round(time.Second))
 	}
 }

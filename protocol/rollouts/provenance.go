@@ -47,6 +47,19 @@ type Provenance struct {
 	NearTieMarginMilli int64  `json:"near_tie_margin_milli"`
 }
 
+// Text describes a failed check in one line: the outcome, the position, the
+// tokens and the margin.
+func (p Provenance) Text() string {
+	switch p.Outcome {
+	case CheckWrongPrompt:
+		return fmt.Sprintf("wrong_prompt: the prompt tokens differ from the task's at position %d", p.Position)
+	case CheckNoTokens:
+		return "no_tokens: a text row where the task takes token rows"
+	}
+	return fmt.Sprintf("%s at completion position %d (claimed %d, expected %d, margin %d.%03d)",
+		p.Outcome, p.Position, p.ClaimedToken, p.ExpectedToken, p.MarginMilli/1000, p.MarginMilli%1000)
+}
+
 // provenanceOf is the record of a model check.
 func provenanceOf(c model.RowCheck) Provenance {
 	return Provenance{Outcome: c.Outcome, Position: c.Position, ClaimedToken: c.Claimed, ExpectedToken: c.Expected,

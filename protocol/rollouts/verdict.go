@@ -545,15 +545,7 @@ func (v Verdict) Details() []protocol.Detail {
 					out = append(out, protocol.Detail{Label: "provenance", Value: fmt.Sprintf("and %d more rows", len(v.Audit.ProvenanceFailures)-shown)})
 					break
 				}
-				text := fmt.Sprintf("%s: %s at completion position %d (claimed %d, expected %d, margin %d.%03d)",
-					r.TaskID, p.Outcome, p.Position, p.ClaimedToken, p.ExpectedToken, p.MarginMilli/1000, p.MarginMilli%1000)
-				switch p.Outcome {
-				case CheckWrongPrompt:
-					text = fmt.Sprintf("%s: wrong_prompt: the prompt tokens differ from the task's at position %d", r.TaskID, p.Position)
-				case CheckNoTokens:
-					text = fmt.Sprintf("%s: no_tokens: a text row where the task takes token rows", r.TaskID)
-				}
-				out = append(out, protocol.Detail{Label: "provenance", Value: text})
+				out = append(out, protocol.Detail{Label: "provenance", Value: r.TaskID + ": " + p.Text()})
 				shown++
 			}
 		}
