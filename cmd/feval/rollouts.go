@@ -204,8 +204,9 @@ runtime fails to answer.`,
 	}
 }
 
-// rowProgress reports generated rows on w: a line at most every two seconds
-// and at the last row, with the rate and the time left.
+// rowProgress reports rows done (verb: "generated", "checked") on w: a line
+// at most every two seconds and at the last row, with the rate and the time
+// left.
 func rowProgress(w io.Writer, verb string, total int, now func() time.Time) func(done int) {
 	var mu sync.Mutex
 	start, first := now(), -1
