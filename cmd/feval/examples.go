@@ -53,7 +53,7 @@ var commandExamples = map[string]string{
    feval meter serve --config meter.json --listen 127.0.0.1:8400 --upstream http://127.0.0.1:8500
    feval meter serve --task sha256:1f2e3d... --replay sha256:4d5e6f... --listen unix:meter.sock`,
 	"rollouts generate": `   feval rollouts generate --round r1 --model sha256:0b6dd3... ./submission
-   feval rollouts generate --runtime 'python3 serve.py --model ./mymodel' --round r1 --model sha256:0b6dd3... ./submission
+   feval rollouts generate --runtime 'python3 serve.py --model {model}' --round r1 --model sha256:0b6dd3... ./submission
    feval commit --round r1 ./submission`,
 	"rollouts check-runtime": `   feval rollouts check-runtime --runtime 'python3 serve.py --model {model}'
    feval rollouts check-runtime --rows 64 --json --runtime 'python3 serve.py --model {model}'`,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/feval/feval/bundle"
 	"github.com/feval/feval/cas"
 	fx "github.com/feval/feval/fixtures/rollouts"
 	"github.com/feval/feval/model"
@@ -50,12 +51,14 @@ sampling randomness derives from the round, the task id and your key, so the
 rows are yours alone. An interrupted run resumes: run the same command again.
 With --runtime, an external runtime (torch on a GPU, for a large model)
 generates instead of the reference runtime, through the process protocol of
-docs/PROTOCOL.md "External runtimes"; validators check its rows as any.`,
+docs/PROTOCOL.md "External runtimes"; {model} in its command line is
+replaced by a directory holding the committed model's files. Validators
+check its rows as any; 'feval rollouts check-runtime' checks a runtime first.`,
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "round", Usage: "round digest, prefix or tag; required"},
 			&cli.StringFlag{Name: "model", Usage: "model artifact (feval pack --model) digest, prefix or tag; required"},
 			&cli.IntFlag{Name: "workers", Usage: "rows generated at once", Value: runtime.GOMAXPROCS(0)},
-			&cli.StringFlag{Name: "runtime", Usage: "an external runtime's command line (words split at spaces) speaking the process protocol of docs/PROTOCOL.md 'External runtimes'; default: the reference runtime in feval"},
+			&cli.StringFlag{Name: "runtime", Usage: "an external runtime's command line (words split at spaces) speaking the process protocol of docs/PROTOCOL.md 'External runtimes', {model} replaced by a directory holding the committed model's files; default: the reference runtime in feval"},
 		}, st.Flags(), k.Flags(), out.Flags()),
 		Action: func(c *cli.Context) error {
 			st.Parse(c)
@@ -93,6 +96,18 @@ docs/PROTOCOL.md "External runtimes"; validators check its rows as any.`,
 			}
 			g.Workers = c.Int("workers")
 			if len(argv) > 0 {
+				if namesModelDir(argv) {
+					// The runtime runs the committed model's very files.
+					dir, err := os.MkdirTemp("", "feval-model-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(dir)
+					if _, err := bundle.ExtractModel(c.Context, l, md, dir); err != nil {
+						return err
+					}
+					argv = withModelDir(argv, dir)
+				}
 				p, err := model.StartProcess(argv, a.stderr)
 				if err != nil {
 					return err
@@ -147,7 +162,7 @@ runtime fails to answer.`,
 				return err
 			}
 			argv := strings.Fields(c.String("runtime"))
-			if !slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, "{model}") }) {
+			if !namesModelDir(argv) {
 				return usagef("--runtime must name the test model's directory as {model}, e.g. --runtime 'python3 serve.py {model}'")
 			}
 			if n := c.Int("rows"); n < 1 || n > 1000 {
@@ -169,9 +184,7 @@ runtime fails to answer.`,
 			if err := files.Write(dir); err != nil {
 				return err
 			}
-			for i := range argv {
-				argv[i] = strings.ReplaceAll(argv[i], "{model}", dir)
-			}
+			argv = withModelDir(argv, dir)
 			p, err := model.StartProcess(argv, a.stderr)
 			if err != nil {
 				return err
@@ -202,6 +215,24 @@ runtime fails to answer.`,
 			return nil
 		},
 	}
+}
+
+// modelDirWord is the word of a runtime's command line that feval replaces
+// by the directory of the model the runtime is to run.
+const modelDirWord = "{model}"
+
+// namesModelDir reports whether a runtime's command line holds modelDirWord.
+func namesModelDir(argv []string) bool {
+	return slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, modelDirWord) })
+}
+
+// withModelDir is argv with modelDirWord replaced by dir.
+func withModelDir(argv []string, dir string) []string {
+	out := make([]string, len(argv))
+	for i, w := range argv {
+		out[i] = strings.ReplaceAll(w, modelDirWord, dir)
+	}
+	return out
 }
 
 // rowProgress reports rows done (verb: "generated", "checked") on w: a line
