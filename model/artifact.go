@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -67,11 +66,10 @@ func CheckArtifact(ctx context.Context, st cas.Store, desc ocispec.Descriptor, l
 		return nil, err
 	}
 	defer rc.Close()
-	r := bufio.NewReaderSize(rc, checkChunk)
-	if err := checkWeights(r, layer.Size, ck.Config); err != nil {
+	if err := checkWeights(rc, layer.Size, ck.Config); err != nil {
 		return nil, err
 	}
-	if _, err := io.Copy(io.Discard, r); err != nil {
+	if _, err := io.Copy(io.Discard, rc); err != nil {
 		return nil, err
 	}
 	return &ck, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sync"
 )
 
@@ -114,6 +115,9 @@ func (p *ProcessGenerator) Generate(prompt []int, in SeedInput, s Sampling) ([]i
 	}
 	return r.Completion, nil
 }
+
+// Args is the runtime's command line.
+func (p *ProcessGenerator) Args() []string { return slices.Clone(p.cmd.Args) }
 
 // Close ends the runtime: its standard input is closed and the process
 // waited for.

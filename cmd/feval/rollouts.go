@@ -96,23 +96,15 @@ check its rows as any; 'feval rollouts check-runtime' checks a runtime first.`,
 			}
 			g.Workers = c.Int("workers")
 			if len(argv) > 0 {
-				if namesModelDir(argv) {
-					// The runtime runs the committed model's very files.
-					dir, err := os.MkdirTemp("", "feval-model-")
-					if err != nil {
-						return err
-					}
-					defer os.RemoveAll(dir)
-					if _, err := bundle.ExtractModel(c.Context, l, md, dir); err != nil {
-						return err
-					}
-					argv = withModelDir(argv, dir)
-				}
-				p, err := model.StartProcess(argv, a.stderr)
+				// The runtime runs the committed model's very files.
+				p, stop, err := startRuntime(argv, a.stderr, func(dir string) error {
+					_, err := bundle.ExtractModel(c.Context, l, md, dir)
+					return err
+				})
 				if err != nil {
 					return err
 				}
-				defer p.Close()
+				defer stop()
 				g.Model, g.Workers = p, 1 // it answers one request at a time
 			}
 			if !out.JSON && !out.Quiet {
@@ -168,28 +160,15 @@ runtime fails to answer.`,
 			if n := c.Int("rows"); n < 1 || n > 1000 {
 				return usagef("--rows %d: want 1 to 1000", n)
 			}
-			files, items, err := fx.RuntimeConformance(c.Int("rows"))
+			files, ref, items, err := fx.RuntimeConformance(c.Int("rows"))
 			if err != nil {
 				return err
 			}
-			ref, err := files.Load()
+			p, stop, err := startRuntime(argv, a.stderr, files.Write)
 			if err != nil {
 				return err
 			}
-			dir, err := os.MkdirTemp("", "feval-runtime-check-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			if err := files.Write(dir); err != nil {
-				return err
-			}
-			argv = withModelDir(argv, dir)
-			p, err := model.StartProcess(argv, a.stderr)
-			if err != nil {
-				return err
-			}
-			defer p.Close()
+			defer stop()
 			var progress func(int)
 			if !out.JSON && !out.Quiet {
 				progress = rowProgress(a.stderr, "checked", len(items), time.Now)
@@ -198,7 +177,7 @@ runtime fails to answer.`,
 			if err != nil {
 				return err
 			}
-			r := checkRuntimeResult{RuntimeCheck: rc, Runtime: strings.Join(argv, " ")}
+			r := checkRuntimeResult{RuntimeCheck: rc, Runtime: strings.Join(p.Args(), " ")}
 			if err := a.render(out, r, func(w *tabw) {
 				w.line("runtime\t%s", r.Runtime)
 				w.line("rows\t%d: %d pass the check, %d identical to the reference runtime", rc.Rows, rc.Passed, rc.Identical)
@@ -226,13 +205,31 @@ func namesModelDir(argv []string) bool {
 	return slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, modelDirWord) })
 }
 
-// withModelDir is argv with modelDirWord replaced by dir.
-func withModelDir(argv []string, dir string) []string {
-	out := make([]string, len(argv))
-	for i, w := range argv {
-		out[i] = strings.ReplaceAll(w, modelDirWord, dir)
+// startRuntime starts an external runtime. When its command line names
+// modelDirWord, writeModel first fills a new temporary directory with the
+// model the runtime is to run, and the word is replaced by that directory.
+// stop ends the runtime, then removes the directory.
+func startRuntime(argv []string, stderr io.Writer, writeModel func(dir string) error) (p *model.ProcessGenerator, stop func(), err error) {
+	dir := ""
+	if namesModelDir(argv) {
+		if dir, err = os.MkdirTemp("", "feval-model-"); err != nil {
+			return nil, nil, err
+		}
+		if err := writeModel(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, err
+		}
+		words := make([]string, len(argv))
+		for i, w := range argv {
+			words[i] = strings.ReplaceAll(w, modelDirWord, dir)
+		}
+		argv = words
 	}
-	return out
+	if p, err = model.StartProcess(argv, stderr); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return p, func() { p.Close(); os.RemoveAll(dir) }, nil
 }
 
 // rowProgress reports rows done (verb: "generated", "checked") on w: a line

@@ -13,11 +13,7 @@ import (
 // every conformance prompt with identical completions; a runtime whose
 // weights are perturbed by 3 % fails, each failure with its record.
 func TestCheckRuntime(t *testing.T) {
-	files, items, err := fx.RuntimeConformance(6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := files.Load()
+	files, ref, items, err := fx.RuntimeConformance(6)
 	if err != nil {
 		t.Fatal(err)
 	}
