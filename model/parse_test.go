@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/feval/feval/fixtures/tinymodel"
 	"github.com/feval/feval/model"
 )
 
@@ -195,4 +198,24 @@ func FuzzParseTokenizer(f *testing.F) {
 			t.Fatalf("%q -> %v -> %q %v", text, ids, got, err)
 		}
 	})
+}
+
+// TestMissingTensorsNamedInOrder: weights lacking several tensors are
+// refused naming the first missing one by name, every time: the refusal is a
+// verdict's detail, which must replay identically.
+func TestMissingTensorsNamedInOrder(t *testing.T) {
+	m, f := tiny(t)
+	shapes := model.TensorNames(m.Config)
+	names := slices.Sorted(maps.Keys(shapes))
+	var ts []tinymodel.Tensor
+	for _, n := range names[3:] {
+		ts = append(ts, tinymodel.Tensor{Name: n, Shape: shapes[n], Data: m.Tensors[n]})
+	}
+	w := tinymodel.Safetensors(ts)
+	want := fmt.Sprintf("tensor %q is missing", names[0])
+	for range 20 {
+		if _, err := model.Load(f.Config, f.Tokenizer, w, model.DefaultLimits); !errors.Is(err, model.ErrModel) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("weights lacking %v: %v, want %s", names[:3], err, want)
+		}
+	}
 }
